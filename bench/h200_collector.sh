@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# The collector on a real GPU: record the NVML trace the tests replay, validate every load kind against the
+# collector's /metrics, and benchmark scrape latency and collection CPU. Writes results under ${OUT:-out}/.
+set -uo pipefail
+OUT=${OUT:-out}; mkdir -p "$OUT"
+export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
+nvidia-smi -L | tee "$OUT/machine.txt"; nvidia-smi --query-gpu=driver_version,name,memory.total --format=csv >> "$OUT/machine.txt"
+python3 tests/fakes/record_trace.py "$OUT/h200.json" 2>&1 | tail -3
+python3 -m collector -a 127.0.0.1:9400 > "$OUT/collector.log" 2>&1 &
+COLLECTOR=$!
+sleep 3
+curl -s 127.0.0.1:9400/metrics > "$OUT/metrics-idle.txt"
+for kind in gemm-bf16 gemm-fp16 fp32 fp64 memory; do
+  secs=12; [ "$kind" = gemm-bf16 ] && secs=20
+  echo "## $kind" >> "$OUT/validate.md"
+  python3 -m loadgen validate --kind $kind --seconds $secs --idle-seconds 4 >> "$OUT/validate.md" 2>&1
+  echo "exit $?" >> "$OUT/validate.md"
+  [ "$kind" = gemm-bf16 ] && curl -s 127.0.0.1:9400/metrics > "$OUT/metrics-gemm.txt"
+done
+(python3 -m loadgen run --kind gemm-bf16 --seconds 8 >/dev/null 2>&1 &); sleep 5
+curl -s 127.0.0.1:9400/metrics > "$OUT/metrics-gemm.txt"; sleep 4
+kill $COLLECTOR
+python3 bench/collector_bench.py --simulate 1,8 --real --requests 2000 --collect-seconds 20 > "$OUT/bench.md" 2>&1
+cat "$OUT/validate.md" "$OUT/bench.md"

@@ -1,0 +1,1 @@
+"""Node-side GPU metrics collector: NVML → Prometheus, a drop-in replacement for dcgm-exporter."""

@@ -1,0 +1,213 @@
+"""The collection loop: on its own thread and interval, read NVML, attach owners, build families, publish.
+
+A scrape only reads the last published ``Exposition`` (rendered once, then cached), so it never waits on NVML or
+on the kubelet. Configuration reloads swap in between cycles, so no scrape sees an empty or partial set.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from . import counters as counters_file
+from .counters import Counters
+from .errors import ConfigError, NvmlUnavailable
+from .exposition import Family, Labels, render_openmetrics, render_text
+from .nvml_reader import CycleResult, NvmlReader
+from .self_metrics import SelfStats, self_families
+from .series import Series, device_series, gpu_families
+
+log = logging.getLogger(__name__)
+
+Attach = Callable[[CycleResult], list[Series]]
+
+# After this many cycles in which every GPU failed, NVML is shut down and started again (a driver reload).
+_REINIT_AFTER_ALL_LOST = 3
+_MAX_RETRY_SECONDS = 30.0
+
+
+class Exposition:
+    """One published set of families; each format is rendered on first request and then reused."""
+
+    def __init__(self, families: Sequence[Family], taken_at: float) -> None:
+        self.families = tuple(families)
+        self.taken_at = taken_at
+        self._text: bytes | None = None
+        self._openmetrics: bytes | None = None
+
+    def text(self) -> bytes:
+        if self._text is None:
+            self._text = render_text(self.families)
+        return self._text
+
+    def openmetrics(self) -> bytes:
+        if self._openmetrics is None:
+            self._openmetrics = render_openmetrics(self.families)
+        return self._openmetrics
+
+
+@dataclass(frozen=True)
+class Health:
+    ok: bool
+    reason: str
+
+
+class Collection:
+    def __init__(
+        self,
+        nvml: Any,
+        counters_path: str | None,
+        *,
+        interval: float = 1.0,
+        common_labels: Labels = (),
+        replace_blanks: bool = False,
+        help_prefix: str = "",
+        attach: Attach | None = None,
+        extra_families: Callable[[], list[Family]] | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._reader = NvmlReader(nvml)
+        self._counters_path = counters_path
+        self.counters: Counters = counters_file.load(counters_path)
+        self._counters_mtime = self._mtime()
+        self.interval = interval
+        self._common = common_labels
+        self._replace_blanks = replace_blanks
+        self._help_prefix = help_prefix
+        self._attach = attach or (lambda result: device_series(result.readings, self._replace_blanks))
+        self._extra_families = extra_families or list
+        self._clock = clock
+        self.stats = SelfStats()
+        self._open = False
+        self._all_lost_cycles = 0
+        self._retry_delay = 1.0
+        self._reload_requested = threading.Event()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.health = Health(False, "no collection has run yet")
+        self.latest = Exposition((), 0.0)
+        for warning in self.counters.warnings:
+            log.warning("%s", warning)
+
+    # -- lifecycle -------------------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="collection", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+        self._reader.close()
+
+    def request_reload(self) -> None:
+        """Safe to call from a signal handler: the reload happens at the start of the next cycle."""
+        self._reload_requested.set()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            started = time.monotonic()
+            delay = self.run_once()
+            self._stop.wait(max(0.0, delay - (time.monotonic() - started)))
+
+    # -- one cycle -------------------------------------------------------------------------------------------
+
+    def run_once(self) -> float:
+        """Run one cycle and publish its result; returns how long to wait before the next one."""
+        self._maybe_reload()
+        if not self._open and not self._start_nvml():
+            self._publish([])
+            delay, self._retry_delay = self._retry_delay, min(self._retry_delay * 2, _MAX_RETRY_SECONDS)
+            return delay
+        wall, cpu = time.perf_counter(), time.thread_time()
+        result = self._reader.read(self.counters.fields)
+        series = self._attach(result)
+        families = gpu_families(
+            series,
+            self.counters,
+            self._common,
+            {"DCGM_FI_DRIVER_VERSION": self._reader.driver_version},
+            self._help_prefix,
+        )
+        self.stats.record_cycle(
+            duration=time.perf_counter() - wall,
+            cpu=time.thread_time() - cpu,
+            errors=result.errors,
+            now=self._clock(),
+        )
+        self._watch_for_lost_gpus(result)
+        self._publish(families)
+        return self.interval
+
+    def _start_nvml(self) -> bool:
+        try:
+            self._reader.open()
+        except NvmlUnavailable as e:
+            if self.health.reason != str(e):
+                log.error("%s; retrying, /health answers 503 until it starts", e)
+            self.health = Health(False, str(e))
+            self.stats.errors[("", "NvmlInit")] += 1
+            self.stats.nvml_up = False
+            return False
+        self._open = True
+        self._retry_delay = 1.0
+        self.stats.nvml_up = True
+        self.health = Health(True, f"NVML started; {len(self._reader.gpus)} GPU(s)")
+        return True
+
+    def _watch_for_lost_gpus(self, result: CycleResult) -> None:
+        gpus = len(self._reader.gpus)
+        if gpus and result.lost == gpus:
+            self._all_lost_cycles += 1
+            self.health = Health(False, f"every GPU failed in the last {self._all_lost_cycles} cycle(s)")
+            if self._all_lost_cycles >= _REINIT_AFTER_ALL_LOST:
+                log.error("every GPU failed %d cycles running; restarting NVML", self._all_lost_cycles)
+                self._reader.close()
+                self._open = False
+                self.stats.nvml_up = False
+                self._all_lost_cycles = 0
+        else:
+            self._all_lost_cycles = 0
+            if result.lost:
+                self.health = Health(True, f"{result.lost} of {gpus} GPU(s) failed in the last cycle")
+            else:
+                self.health = Health(True, f"collecting {gpus} GPU(s)")
+
+    def _publish(self, families: list[Family]) -> None:
+        own = self_families(self.stats, self._reader.unsupported, len(self._reader.gpus) if self._open else 0)
+        self.latest = Exposition([*families, *self._extra_families(), *own], self._clock())
+
+    # -- configuration ---------------------------------------------------------------------------------------
+
+    def _mtime(self) -> float | None:
+        if self._counters_path is None:
+            return None
+        try:
+            return os.stat(self._counters_path).st_mtime
+        except OSError:
+            return None
+
+    def _maybe_reload(self) -> None:
+        mtime = self._mtime()
+        changed = mtime is not None and mtime != self._counters_mtime
+        if not (self._reload_requested.is_set() or changed):
+            return
+        self._reload_requested.clear()
+        self._counters_mtime = mtime
+        try:
+            loaded = counters_file.load(self._counters_path)
+        except ConfigError as e:
+            self.stats.reload_errors += 1
+            log.error("counters file not reloaded, the previous configuration stays: %s", e)
+            return
+        for warning in loaded.warnings:
+            log.warning("%s", warning)
+        self.counters = loaded
+        self.stats.reloads += 1
+        log.info("counters file reloaded: %d fields, %d labels", len(loaded.counters), len(loaded.labels))

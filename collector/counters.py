@@ -1,0 +1,107 @@
+"""dcgm-exporter's counters file: which fields to export, as what type, with which help text.
+
+One field a line, ``FIELD, type, help``; ``#`` starts a comment; spaces around fields are ignored. Types are
+``gauge``, ``counter`` and ``label`` (a label field becomes a label on every series); ``histogram`` and ``summary``
+are accepted and served as gauges, as dcgm-exporter does. A field this collector cannot serve is a warning that
+names the line, so a user's existing file keeps working.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+from .errors import ConfigError
+from .fields import FIELDS, LABEL_FIELDS, MetricType
+
+DEFAULT_FILE = "default-counters.csv"
+_TYPES: dict[str, MetricType | None] = {
+    "gauge": "gauge",
+    "counter": "counter",
+    "histogram": "gauge",
+    "summary": "gauge",
+    "label": None,
+}
+
+
+@dataclass(frozen=True)
+class Counter:
+    field: str
+    type: MetricType
+    help: str
+
+
+@dataclass(frozen=True)
+class Counters:
+    """A parsed counters file: series to serve, fields to turn into labels, and what was skipped and why."""
+
+    counters: tuple[Counter, ...]
+    labels: tuple[str, ...]
+    warnings: tuple[str, ...]
+    source: str
+
+    @property
+    def fields(self) -> frozenset[str]:
+        return frozenset(c.field for c in self.counters)
+
+
+def parse(text: str, source: str) -> Counters:
+    counters: list[Counter] = []
+    labels: list[str] = []
+    warnings: list[str] = []
+    seen: set[str] = set()
+    for lineno, line in enumerate(text.splitlines(), start=1):
+        stripped = line.strip()
+        if not stripped or stripped.startswith("#"):
+            continue
+        try:
+            record = next(csv.reader(io.StringIO(stripped), skipinitialspace=True))
+        except csv.Error as e:
+            raise ConfigError(f"{source}:{lineno}: cannot parse {stripped!r}: {e}") from e
+        record = [part.strip() for part in record]
+        if len(record) < 3:
+            raise ConfigError(
+                f"{source}:{lineno}: expected 'FIELD, type, help' but found {len(record)} part(s) in {stripped!r}"
+            )
+        name, type_name = record[0], record[1].lower()
+        help_text = ", ".join(record[2:])
+        if type_name not in _TYPES:
+            raise ConfigError(
+                f"{source}:{lineno}: unknown type {record[1]!r} for {name}; "
+                f"expected one of {', '.join(sorted(_TYPES))}"
+            )
+        if name in seen:
+            warnings.append(f"{source}:{lineno}: {name} is listed again; the first entry is used")
+            continue
+        metric_type = _TYPES[type_name]
+        if metric_type is None:
+            if name not in LABEL_FIELDS:
+                warnings.append(f"{source}:{lineno}: {name} cannot be a label here; skipped")
+                continue
+            labels.append(name)
+        elif name in FIELDS:
+            counters.append(Counter(name, metric_type, help_text))
+        else:
+            warnings.append(f"{source}:{lineno}: {name} is not a field this collector serves; skipped")
+            continue
+        seen.add(name)
+    if not counters:
+        raise ConfigError(f"{source}: no field this collector serves is listed; nothing would be exported")
+    return Counters(tuple(counters), tuple(labels), tuple(warnings), source)
+
+
+def load(path: str | None) -> Counters:
+    """Read the counters file at ``path``, or the file shipped with the package when ``path`` is None."""
+    if path is None:
+        text = resources.files(__package__).joinpath(DEFAULT_FILE).read_text(encoding="utf-8")
+        return parse(text, f"<built-in {DEFAULT_FILE}>")
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError as e:
+        raise ConfigError(f"counters file {path} does not exist") from e
+    except (OSError, UnicodeDecodeError) as e:
+        raise ConfigError(f"counters file {path} cannot be read: {e}") from e
+    return parse(text, path)

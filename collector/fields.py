@@ -1,0 +1,272 @@
+"""The DCGM fields this collector serves, and the NVML call that gives each.
+
+Names, types and units follow dcgm-exporter so that existing dashboards, alerts and adapter rules keep working.
+A *reading* is one NVML call that yields one or more fields; the reader calls each reading once per device and
+cycle, and only for readings whose fields the counters file asks for. A reading leaves out a field the device
+does not support (a per-value NotSupported); when the whole call is NotSupported it raises, and the reader marks
+all its fields unsupported.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+MetricType = Literal["gauge", "counter"]
+Values = dict[str, float]
+Reading = Callable[[Any, Any], Values]
+
+MIB = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class Field:
+    name: str
+    type: MetricType
+    help: str
+    reading: str
+
+
+def _utilization(nvml: Any, handle: Any) -> Values:
+    rates = nvml.nvmlDeviceGetUtilizationRates(handle)
+    return {"DCGM_FI_DEV_GPU_UTIL": rates.gpu, "DCGM_FI_DEV_MEM_COPY_UTIL": rates.memory}
+
+
+def _encoder(nvml: Any, handle: Any) -> Values:
+    return {"DCGM_FI_DEV_ENC_UTIL": nvml.nvmlDeviceGetEncoderUtilization(handle)[0]}
+
+
+def _decoder(nvml: Any, handle: Any) -> Values:
+    return {"DCGM_FI_DEV_DEC_UTIL": nvml.nvmlDeviceGetDecoderUtilization(handle)[0]}
+
+
+def _memory(nvml: Any, handle: Any) -> Values:
+    # The v2 structure splits driver-reserved memory out of "used"; DCGM reports all three in whole MiB.
+    mem = nvml.nvmlDeviceGetMemoryInfo(handle, version=nvml.nvmlMemory_v2)
+    return {
+        "DCGM_FI_DEV_FB_TOTAL": mem.total // MIB,
+        "DCGM_FI_DEV_FB_FREE": mem.free // MIB,
+        "DCGM_FI_DEV_FB_USED": mem.used // MIB,
+        "DCGM_FI_DEV_FB_RESERVED": mem.reserved // MIB,
+    }
+
+
+def _power(nvml: Any, handle: Any) -> Values:
+    return {"DCGM_FI_DEV_POWER_USAGE": nvml.nvmlDeviceGetPowerUsage(handle) / 1000.0}
+
+
+def _power_limit(nvml: Any, handle: Any) -> Values:
+    return {"DCGM_FI_DEV_POWER_MGMT_LIMIT": nvml.nvmlDeviceGetPowerManagementLimit(handle) / 1000.0}
+
+
+def _energy(nvml: Any, handle: Any) -> Values:
+    return {"DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION": nvml.nvmlDeviceGetTotalEnergyConsumption(handle)}
+
+
+def _gpu_temp(nvml: Any, handle: Any) -> Values:
+    return {"DCGM_FI_DEV_GPU_TEMP": nvml.nvmlDeviceGetTemperature(handle, nvml.NVML_TEMPERATURE_GPU)}
+
+
+def _sm_clock(nvml: Any, handle: Any) -> Values:
+    return {"DCGM_FI_DEV_SM_CLOCK": nvml.nvmlDeviceGetClockInfo(handle, nvml.NVML_CLOCK_SM)}
+
+
+def _mem_clock(nvml: Any, handle: Any) -> Values:
+    return {"DCGM_FI_DEV_MEM_CLOCK": nvml.nvmlDeviceGetClockInfo(handle, nvml.NVML_CLOCK_MEM)}
+
+
+def _fan(nvml: Any, handle: Any) -> Values:
+    return {"DCGM_FI_DEV_FAN_SPEED": nvml.nvmlDeviceGetFanSpeed(handle)}
+
+
+def _pcie_replay(nvml: Any, handle: Any) -> Values:
+    return {"DCGM_FI_DEV_PCIE_REPLAY_COUNTER": nvml.nvmlDeviceGetPcieReplayCounter(handle)}
+
+
+def _remapped_rows(nvml: Any, handle: Any) -> Values:
+    correctable, uncorrectable, _pending, failure = nvml.nvmlDeviceGetRemappedRows(handle)
+    return {
+        "DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS": correctable,
+        "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS": uncorrectable,
+        "DCGM_FI_DEV_ROW_REMAP_FAILURE": failure,
+    }
+
+
+def _ecc(nvml: Any, handle: Any) -> Values:
+    def total(bit_type: int, counter: int) -> int:
+        return int(nvml.nvmlDeviceGetTotalEccErrors(handle, bit_type, counter))
+
+    return {
+        "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL": total(nvml.NVML_SINGLE_BIT_ECC, nvml.NVML_VOLATILE_ECC),
+        "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL": total(nvml.NVML_DOUBLE_BIT_ECC, nvml.NVML_VOLATILE_ECC),
+        "DCGM_FI_DEV_ECC_SBE_AGG_TOTAL": total(nvml.NVML_SINGLE_BIT_ECC, nvml.NVML_AGGREGATE_ECC),
+        "DCGM_FI_DEV_ECC_DBE_AGG_TOTAL": total(nvml.NVML_DOUBLE_BIT_ECC, nvml.NVML_AGGREGATE_ECC),
+    }
+
+
+def _clock_events(nvml: Any, handle: Any) -> Values:
+    return {"DCGM_FI_DEV_CLOCK_THROTTLE_REASONS": nvml.nvmlDeviceGetCurrentClocksEventReasons(handle)}
+
+
+def _pstate(nvml: Any, handle: Any) -> Values:
+    return {"DCGM_FI_DEV_PSTATE": nvml.nvmlDeviceGetPerformanceState(handle)}
+
+
+def _field_value(raw: Any) -> float:
+    value = raw.value
+    kinds = {0: "dVal", 1: "uiVal", 2: "ulVal", 3: "ullVal", 4: "sllVal", 5: "siVal", 6: "usVal"}
+    return float(getattr(value, kinds.get(raw.valueType, "ullVal")))
+
+
+def _field_values(nvml: Any, handle: Any) -> Values:
+    """Fields that only the field-values API gives; each carries its own return code."""
+    wanted = {
+        nvml.NVML_FI_DEV_MEMORY_TEMP: "DCGM_FI_DEV_MEMORY_TEMP",
+        nvml.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX: "tx",
+        nvml.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX: "rx",
+    }
+    got: Values = {}
+    for raw in nvml.nvmlDeviceGetFieldValues(handle, list(wanted)):
+        if raw.nvmlReturn == nvml.NVML_SUCCESS:
+            got[wanted[raw.fieldId]] = _field_value(raw)
+    out = {k: v for k, v in got.items() if k.startswith("DCGM_")}
+    if "tx" in got and "rx" in got:
+        # NVML counts KiB since the driver loaded; DCGM's total is the sum of both directions in KiB.
+        out["DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL"] = got["tx"] + got["rx"]
+    return out
+
+
+READINGS: dict[str, Reading] = {
+    "utilization": _utilization,
+    "encoder": _encoder,
+    "decoder": _decoder,
+    "memory": _memory,
+    "power": _power,
+    "power_limit": _power_limit,
+    "energy": _energy,
+    "gpu_temp": _gpu_temp,
+    "sm_clock": _sm_clock,
+    "mem_clock": _mem_clock,
+    "fan": _fan,
+    "pcie_replay": _pcie_replay,
+    "remapped_rows": _remapped_rows,
+    "ecc": _ecc,
+    "clock_events": _clock_events,
+    "pstate": _pstate,
+    "field_values": _field_values,
+}
+
+# Readings that are not plain NVML calls per cycle: the reader serves these itself.
+XID = "xid"
+GPM = "gpm"
+
+# GPM reports percentages (0-100) and MiB/s; DCGM's profiling fields are ratios (0-1) and bytes/s.
+GPM_METRICS: dict[str, tuple[str, float]] = {
+    "DCGM_FI_PROF_GR_ENGINE_ACTIVE": ("NVML_GPM_METRIC_GRAPHICS_UTIL", 0.01),
+    "DCGM_FI_PROF_SM_ACTIVE": ("NVML_GPM_METRIC_SM_UTIL", 0.01),
+    "DCGM_FI_PROF_SM_OCCUPANCY": ("NVML_GPM_METRIC_SM_OCCUPANCY", 0.01),
+    "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE": ("NVML_GPM_METRIC_ANY_TENSOR_UTIL", 0.01),
+    "DCGM_FI_PROF_PIPE_TENSOR_HMMA_ACTIVE": ("NVML_GPM_METRIC_HMMA_TENSOR_UTIL", 0.01),
+    "DCGM_FI_PROF_PIPE_TENSOR_IMMA_ACTIVE": ("NVML_GPM_METRIC_IMMA_TENSOR_UTIL", 0.01),
+    "DCGM_FI_PROF_PIPE_TENSOR_DFMA_ACTIVE": ("NVML_GPM_METRIC_DFMA_TENSOR_UTIL", 0.01),
+    "DCGM_FI_PROF_DRAM_ACTIVE": ("NVML_GPM_METRIC_DRAM_BW_UTIL", 0.01),
+    "DCGM_FI_PROF_PIPE_FP64_ACTIVE": ("NVML_GPM_METRIC_FP64_UTIL", 0.01),
+    "DCGM_FI_PROF_PIPE_FP32_ACTIVE": ("NVML_GPM_METRIC_FP32_UTIL", 0.01),
+    "DCGM_FI_PROF_PIPE_FP16_ACTIVE": ("NVML_GPM_METRIC_FP16_UTIL", 0.01),
+    "DCGM_FI_PROF_PCIE_TX_BYTES": ("NVML_GPM_METRIC_PCIE_TX_PER_SEC", float(MIB)),
+    "DCGM_FI_PROF_PCIE_RX_BYTES": ("NVML_GPM_METRIC_PCIE_RX_PER_SEC", float(MIB)),
+    "DCGM_FI_PROF_NVLINK_TX_BYTES": ("NVML_GPM_METRIC_NVLINK_TOTAL_TX_PER_SEC", float(MIB)),
+    "DCGM_FI_PROF_NVLINK_RX_BYTES": ("NVML_GPM_METRIC_NVLINK_TOTAL_RX_PER_SEC", float(MIB)),
+}
+
+
+def _f(name: str, type_: MetricType, help_: str, reading: str) -> Field:
+    return Field(name, type_, help_, reading)
+
+
+FIELDS: dict[str, Field] = {
+    f.name: f
+    for f in [
+        _f("DCGM_FI_DEV_GPU_UTIL", "gauge", "GPU utilization (in %).", "utilization"),
+        _f("DCGM_FI_DEV_MEM_COPY_UTIL", "gauge", "Memory utilization (in %).", "utilization"),
+        _f("DCGM_FI_DEV_ENC_UTIL", "gauge", "Encoder utilization (in %).", "encoder"),
+        _f("DCGM_FI_DEV_DEC_UTIL", "gauge", "Decoder utilization (in %).", "decoder"),
+        _f("DCGM_FI_DEV_FB_TOTAL", "gauge", "Framebuffer memory total (in MiB).", "memory"),
+        _f("DCGM_FI_DEV_FB_FREE", "gauge", "Framebuffer memory free (in MiB).", "memory"),
+        _f("DCGM_FI_DEV_FB_USED", "gauge", "Framebuffer memory used (in MiB).", "memory"),
+        _f("DCGM_FI_DEV_FB_RESERVED", "gauge", "Framebuffer memory reserved (in MiB).", "memory"),
+        _f("DCGM_FI_DEV_POWER_USAGE", "gauge", "Power draw (in W).", "power"),
+        _f("DCGM_FI_DEV_POWER_MGMT_LIMIT", "gauge", "Power management limit (in W).", "power_limit"),
+        _f(
+            "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION",
+            "counter",
+            "Total energy consumption since boot (in mJ).",
+            "energy",
+        ),
+        _f("DCGM_FI_DEV_GPU_TEMP", "gauge", "GPU temperature (in C).", "gpu_temp"),
+        _f("DCGM_FI_DEV_MEMORY_TEMP", "gauge", "Memory temperature (in C).", "field_values"),
+        _f("DCGM_FI_DEV_SM_CLOCK", "gauge", "SM clock frequency (in MHz).", "sm_clock"),
+        _f("DCGM_FI_DEV_MEM_CLOCK", "gauge", "Memory clock frequency (in MHz).", "mem_clock"),
+        _f("DCGM_FI_DEV_FAN_SPEED", "gauge", "Fan speed (in %).", "fan"),
+        _f("DCGM_FI_DEV_PCIE_REPLAY_COUNTER", "counter", "Total number of PCIe retries.", "pcie_replay"),
+        _f("DCGM_FI_DEV_XID_ERRORS", "gauge", "Value of the last XID error encountered.", XID),
+        _f(
+            "DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS",
+            "counter",
+            "Number of remapped rows for correctable errors.",
+            "remapped_rows",
+        ),
+        _f(
+            "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS",
+            "counter",
+            "Number of remapped rows for uncorrectable errors.",
+            "remapped_rows",
+        ),
+        _f("DCGM_FI_DEV_ROW_REMAP_FAILURE", "gauge", "Whether remapping of rows has failed.", "remapped_rows"),
+        _f("DCGM_FI_DEV_ECC_SBE_VOL_TOTAL", "counter", "Total number of single-bit volatile ECC errors.", "ecc"),
+        _f("DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", "counter", "Total number of double-bit volatile ECC errors.", "ecc"),
+        _f(
+            "DCGM_FI_DEV_ECC_SBE_AGG_TOTAL", "counter", "Total number of single-bit persistent ECC errors.", "ecc"
+        ),
+        _f(
+            "DCGM_FI_DEV_ECC_DBE_AGG_TOTAL", "counter", "Total number of double-bit persistent ECC errors.", "ecc"
+        ),
+        _f(
+            "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL",
+            "counter",
+            "Total NVLink data throughput of all links, both directions (in KiB).",
+            "field_values",
+        ),
+        _f(
+            "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS",
+            "gauge",
+            "Current clock event reasons (bitmask of NVML clocks event reasons).",
+            "clock_events",
+        ),
+        _f("DCGM_FI_DEV_PSTATE", "gauge", "Performance state (P-state) 0-15; 0 is the highest.", "pstate"),
+        _f("DCGM_FI_PROF_GR_ENGINE_ACTIVE", "gauge", "Ratio of time the graphics engine is active.", GPM),
+        _f("DCGM_FI_PROF_SM_ACTIVE", "gauge", "The ratio of cycles an SM has at least 1 warp assigned.", GPM),
+        _f(
+            "DCGM_FI_PROF_SM_OCCUPANCY",
+            "gauge",
+            "The ratio of number of warps resident on an SM to the maximum.",
+            GPM,
+        ),
+        _f("DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", "gauge", "Ratio of cycles any tensor pipe is active.", GPM),
+        _f("DCGM_FI_PROF_PIPE_TENSOR_HMMA_ACTIVE", "gauge", "Ratio of cycles the HMMA tensor pipe is active.", GPM),
+        _f("DCGM_FI_PROF_PIPE_TENSOR_IMMA_ACTIVE", "gauge", "Ratio of cycles the IMMA tensor pipe is active.", GPM),
+        _f("DCGM_FI_PROF_PIPE_TENSOR_DFMA_ACTIVE", "gauge", "Ratio of cycles the DFMA tensor pipe is active.", GPM),
+        _f("DCGM_FI_PROF_DRAM_ACTIVE", "gauge", "Ratio of cycles the device memory interface is active.", GPM),
+        _f("DCGM_FI_PROF_PIPE_FP64_ACTIVE", "gauge", "Ratio of cycles the fp64 pipes are active.", GPM),
+        _f("DCGM_FI_PROF_PIPE_FP32_ACTIVE", "gauge", "Ratio of cycles the fp32 pipes are active.", GPM),
+        _f("DCGM_FI_PROF_PIPE_FP16_ACTIVE", "gauge", "Ratio of cycles the fp16 pipes are active.", GPM),
+        _f("DCGM_FI_PROF_PCIE_TX_BYTES", "gauge", "PCIe transmit rate, headers and payload (in B/s).", GPM),
+        _f("DCGM_FI_PROF_PCIE_RX_BYTES", "gauge", "PCIe receive rate, headers and payload (in B/s).", GPM),
+        _f("DCGM_FI_PROF_NVLINK_TX_BYTES", "gauge", "NVLink transmit rate (in B/s).", GPM),
+        _f("DCGM_FI_PROF_NVLINK_RX_BYTES", "gauge", "NVLink receive rate (in B/s).", GPM),
+    ]
+}
+
+# Fields that become a label on every series instead of a series of their own ("label" in the counters file).
+LABEL_FIELDS: frozenset[str] = frozenset({"DCGM_FI_DRIVER_VERSION"})

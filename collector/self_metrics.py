@@ -1,0 +1,89 @@
+"""The collector's own health as metric families: collection time, errors by kind, unsupported fields."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+from .exposition import Family
+
+PREFIX = "gpuscale_collector_"
+
+
+@dataclass
+class SelfStats:
+    """Mutated only by the collection thread; read when families are built on that same thread."""
+
+    errors: Counter[tuple[str, str]] = field(default_factory=Counter)
+    collections: int = 0
+    cpu_seconds: float = 0.0
+    last_duration: float = 0.0
+    last_success: float = 0.0
+    nvml_up: bool = False
+    reloads: int = 0
+    reload_errors: int = 0
+
+    def record_cycle(self, duration: float, cpu: float, errors: Counter[tuple[str, str]], now: float) -> None:
+        self.collections += 1
+        self.cpu_seconds += cpu
+        self.last_duration = duration
+        self.errors.update(errors)
+        self.last_success = now
+
+
+def _one(name: str, type_: str, help_: str, value: float) -> Family:
+    return Family(PREFIX + name, type_, help_, (((), value),))
+
+
+def self_families(stats: SelfStats, unsupported: dict[tuple[int, str], str], gpus: int) -> list[Family]:
+    families = [
+        _one("nvml_up", "gauge", "1 when NVML is initialised and GPUs can be read.", float(stats.nvml_up)),
+        _one("gpus", "gauge", "GPUs found by NVML.", float(gpus)),
+        _one("collections_total", "counter", "Collection cycles completed.", float(stats.collections)),
+        _one(
+            "collection_duration_seconds",
+            "gauge",
+            "Wall time of the last collection cycle.",
+            stats.last_duration,
+        ),
+        _one(
+            "collection_cpu_seconds_total",
+            "counter",
+            "CPU time spent in collection cycles.",
+            stats.cpu_seconds,
+        ),
+        _one(
+            "last_success_timestamp_seconds",
+            "gauge",
+            "Unix time of the last completed collection cycle.",
+            stats.last_success,
+        ),
+        _one("config_reloads_total", "counter", "Counters file reloads that took effect.", float(stats.reloads)),
+        _one(
+            "config_reload_errors_total",
+            "counter",
+            "Counters file reloads refused because the new file was broken.",
+            float(stats.reload_errors),
+        ),
+    ]
+    if stats.errors:
+        samples = tuple(
+            ((("gpu", gpu), ("kind", kind)), float(n)) for (gpu, kind), n in sorted(stats.errors.items())
+        )
+        families.append(
+            Family(PREFIX + "errors_total", "counter", "NVML errors by GPU (empty: not GPU-specific) and kind.", samples)
+        )
+    if unsupported:
+        samples = tuple(
+            ((("gpu", str(gpu)), ("field", name), ("reason", why)), 1.0)
+            for (gpu, name), why in sorted(unsupported.items())
+        )
+        families.append(
+            Family(
+                PREFIX + "field_unsupported",
+                "gauge",
+                "Fields the GPU or driver does not provide; their series are absent.",
+                samples,
+            )
+        )
+    return families

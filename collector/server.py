@@ -1,0 +1,37 @@
+"""HTTP endpoints: /metrics (the last published snapshot), /health, and an index page."""
+
+from __future__ import annotations
+
+from aiohttp import web
+
+from .collection import Collection
+from .exposition import OPENMETRICS_CONTENT_TYPE, TEXT_CONTENT_TYPE, wants_openmetrics
+
+COLLECTION = web.AppKey("collection", Collection)
+
+
+async def metrics(request: web.Request) -> web.Response:
+    exposition = request.app[COLLECTION].latest
+    if wants_openmetrics(request.headers.get("Accept", "")):
+        return web.Response(body=exposition.openmetrics(), headers={"Content-Type": OPENMETRICS_CONTENT_TYPE})
+    return web.Response(body=exposition.text(), headers={"Content-Type": TEXT_CONTENT_TYPE})
+
+
+async def health(request: web.Request) -> web.Response:
+    state = request.app[COLLECTION].health
+    return web.Response(status=200 if state.ok else 503, text=state.reason + "\n")
+
+
+async def index(request: web.Request) -> web.Response:
+    return web.Response(
+        text="GPU metrics collector: /metrics (Prometheus text or OpenMetrics), /health\n",
+    )
+
+
+def create_app(collection: Collection) -> web.Application:
+    app = web.Application()
+    app[COLLECTION] = collection
+    app.router.add_get("/metrics", metrics)
+    app.router.add_get("/health", health)
+    app.router.add_get("/", index)
+    return app

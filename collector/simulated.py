@@ -1,0 +1,266 @@
+"""Simulated GPUs: a stand-in for the ``pynvml`` module on machines without an NVIDIA GPU.
+
+It answers the NVML calls the reader makes with H200-like values that follow a load curve over time, and says
+NotSupported where the real H200 does (fan speed, NVLink on a single GPU). Constants, error classes and structure
+types come from the real ``pynvml`` module, which imports without a driver; only the calls are simulated.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from types import SimpleNamespace
+from typing import Any
+
+import pynvml
+
+# Load of GPU ``index`` at time ``t`` (seconds since the simulation started), from 0 (idle) to 1 (full).
+LoadCurve = Callable[[int, float], float]
+
+MIB = 1024 * 1024
+TOTAL_MIB = 143771  # what an H200 reports
+RESERVED_MIB = 569
+IDLE_USED_MIB = 0
+POWER_IDLE_MW = 76_000
+POWER_MAX_MW = 690_000
+POWER_LIMIT_MW = 700_000
+
+
+def default_load(index: int, t: float) -> float:
+    """Each GPU rises and falls on a slow wave of its own, so dashboards show movement."""
+    return max(0.0, min(1.0, 0.5 + 0.48 * math.sin(2 * math.pi * t / 120.0 + index * 1.3)))
+
+
+@dataclass
+class _Gpu:
+    index: int
+    energy_mj: float = 0.0
+    last_t: float = 0.0
+    handle: SimpleNamespace = field(default_factory=SimpleNamespace)
+
+
+class _MetricsGet:
+    """Plain stand-in for ``c_nvmlGpmMetricsGet_t``: the simulator's samples are not ctypes pointers."""
+
+    def __init__(self) -> None:
+        self.version = 0
+        self.numMetrics = 0
+        self.sample1: Any = None
+        self.sample2: Any = None
+        self.metrics = [SimpleNamespace(metricId=0, nvmlReturn=0, value=0.0) for _ in range(210)]
+
+
+class SimulatedNvml:
+    """``pynvml``-shaped: module constants and errors pass through, calls answer from the load curve."""
+
+    c_nvmlGpmMetricsGet_t = _MetricsGet
+
+    def __init__(
+        self,
+        count: int,
+        load: LoadCurve = default_load,
+        clock: Callable[[], float] = time.monotonic,
+        driver_version: str = "580.159.04",
+    ) -> None:
+        self._count = count
+        self._load = load
+        self._clock = clock
+        self._start = clock()
+        self._driver = driver_version
+        self._gpus = [_Gpu(i) for i in range(count)]
+        for gpu in self._gpus:
+            gpu.handle.index = gpu.index
+
+    def __getattr__(self, name: str) -> Any:
+        value = getattr(pynvml, name)
+        if callable(value) and not isinstance(value, type):
+            raise AttributeError(f"the simulated NVML does not implement {name}")
+        return value
+
+    # -- helpers -----------------------------------------------------------------------------------------------
+
+    def _gpu(self, handle: Any) -> _Gpu:
+        return self._gpus[handle.index]
+
+    def _now(self) -> float:
+        return self._clock() - self._start
+
+    def load(self, handle: Any) -> float:
+        return self._load(handle.index, self._now())
+
+    @staticmethod
+    def _not_supported() -> pynvml.NVMLError:
+        return pynvml.NVMLError(pynvml.NVML_ERROR_NOT_SUPPORTED)
+
+    # -- system and enumeration ------------------------------------------------------------------------------
+
+    def nvmlInit(self) -> None:
+        return None
+
+    def nvmlShutdown(self) -> None:
+        return None
+
+    def nvmlSystemGetDriverVersion(self) -> str:
+        return self._driver
+
+    def nvmlDeviceGetCount(self) -> int:
+        return self._count
+
+    def nvmlDeviceGetHandleByIndex(self, index: int) -> Any:
+        if not 0 <= index < self._count:
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_INVALID_ARGUMENT)
+        return self._gpus[index].handle
+
+    def nvmlDeviceGetUUID(self, handle: Any) -> str:
+        return f"GPU-{uuid.uuid5(uuid.NAMESPACE_DNS, f'simulated-gpu-{handle.index}.gpuscale')}"
+
+    def nvmlDeviceGetName(self, handle: Any) -> str:
+        return "NVIDIA H200"
+
+    def nvmlDeviceGetMinorNumber(self, handle: Any) -> int:
+        return int(handle.index)
+
+    def nvmlDeviceGetPciInfo(self, handle: Any) -> Any:
+        return SimpleNamespace(busId=f"00000000:{0x19 + 0x10 * handle.index:02X}:00.0")
+
+    # -- readings --------------------------------------------------------------------------------------------
+
+    def nvmlDeviceGetUtilizationRates(self, handle: Any) -> Any:
+        load = self.load(handle)
+        return SimpleNamespace(gpu=round(100 * load), memory=round(38 * load))
+
+    def nvmlDeviceGetEncoderUtilization(self, handle: Any) -> list[int]:
+        return [0, 167000]
+
+    def nvmlDeviceGetDecoderUtilization(self, handle: Any) -> list[int]:
+        return [0, 167000]
+
+    def nvmlDeviceGetMemoryInfo(self, handle: Any, version: Any = None) -> Any:
+        used = (IDLE_USED_MIB + round(self.load(handle) * 70_000)) * MIB
+        total, reserved = TOTAL_MIB * MIB, RESERVED_MIB * MIB
+        return SimpleNamespace(total=total, reserved=reserved, used=used, free=total - reserved - used)
+
+    def nvmlDeviceGetPowerUsage(self, handle: Any) -> int:
+        return round(POWER_IDLE_MW + self.load(handle) * (POWER_MAX_MW - POWER_IDLE_MW))
+
+    def nvmlDeviceGetPowerManagementLimit(self, handle: Any) -> int:
+        return POWER_LIMIT_MW
+
+    def nvmlDeviceGetTotalEnergyConsumption(self, handle: Any) -> int:
+        gpu, now = self._gpu(handle), self._now()
+        gpu.energy_mj += self.nvmlDeviceGetPowerUsage(handle) * max(0.0, now - gpu.last_t)
+        gpu.last_t = now
+        return int(gpu.energy_mj)
+
+    def nvmlDeviceGetTemperature(self, handle: Any, sensor: int) -> int:
+        return round(28 + 40 * self.load(handle))
+
+    def nvmlDeviceGetClockInfo(self, handle: Any, clock_type: int) -> int:
+        if clock_type == pynvml.NVML_CLOCK_MEM:
+            return 3201
+        return round(345 + self.load(handle) * (1980 - 345))
+
+    def nvmlDeviceGetFanSpeed(self, handle: Any) -> int:
+        raise self._not_supported()  # the H200 has no fan of its own
+
+    def nvmlDeviceGetPcieReplayCounter(self, handle: Any) -> int:
+        return 0
+
+    def nvmlDeviceGetRemappedRows(self, handle: Any) -> tuple[int, int, int, int]:
+        return (0, 0, 0, 0)
+
+    def nvmlDeviceGetTotalEccErrors(self, handle: Any, bit_type: int, counter_type: int) -> int:
+        return 0
+
+    def nvmlDeviceGetCurrentClocksEventReasons(self, handle: Any) -> int:
+        return 0 if self.load(handle) > 0.05 else pynvml.nvmlClocksEventReasonGpuIdle
+
+    def nvmlDeviceGetPerformanceState(self, handle: Any) -> int:
+        return 0
+
+    def nvmlDeviceGetFieldValues(self, handle: Any, field_ids: list[int]) -> list[Any]:
+        out = []
+        for field_id in field_ids:
+            if field_id == pynvml.NVML_FI_DEV_MEMORY_TEMP:
+                value = SimpleNamespace(dVal=0.0, uiVal=0, ulVal=0, ullVal=0, sllVal=0, siVal=0, usVal=0)
+                value.uiVal = round(30 + 35 * self.load(handle))
+                out.append(
+                    SimpleNamespace(fieldId=field_id, nvmlReturn=0, valueType=1, value=value)
+                )
+            else:  # NVLink counters: a single simulated GPU has no NVLink, like the H200 it imitates
+                out.append(
+                    SimpleNamespace(
+                        fieldId=field_id,
+                        nvmlReturn=pynvml.NVML_ERROR_NOT_SUPPORTED,
+                        valueType=3,
+                        value=SimpleNamespace(ullVal=0),
+                    )
+                )
+        return out
+
+    # -- XID events ------------------------------------------------------------------------------------------
+
+    def nvmlEventSetCreate(self) -> Any:
+        return SimpleNamespace()
+
+    def nvmlDeviceRegisterEvents(self, handle: Any, types: int, event_set: Any) -> None:
+        return None
+
+    def nvmlEventSetWait(self, event_set: Any, timeout_ms: int) -> Any:
+        raise pynvml.NVMLError(pynvml.NVML_ERROR_TIMEOUT)
+
+    def nvmlEventSetFree(self, event_set: Any) -> None:
+        return None
+
+    # -- GPM -------------------------------------------------------------------------------------------------
+
+    def nvmlGpmQueryDeviceSupport(self, handle: Any) -> Any:
+        return SimpleNamespace(isSupportedDevice=1)
+
+    def nvmlGpmSampleAlloc(self) -> Any:
+        return SimpleNamespace(index=None, t=0.0)
+
+    def nvmlGpmSampleFree(self, sample: Any) -> None:
+        return None
+
+    def nvmlGpmSampleGet(self, handle: Any, sample: Any) -> Any:
+        sample.index, sample.t = handle.index, self._now()
+        return sample
+
+    def nvmlGpmMetricsGet(self, request: Any) -> Any:
+        t1, t2 = request.sample1.t, request.sample2.t
+        index = request.sample2.index
+        load = sum(self._load(index, t1 + (t2 - t1) * k / 4) for k in range(5)) / 5
+        # Percentages as an H200 gave them under a bf16 GEMM, scaled by load.
+        per_load = {
+            pynvml.NVML_GPM_METRIC_GRAPHICS_UTIL: 99.0,
+            pynvml.NVML_GPM_METRIC_SM_UTIL: 95.6,
+            pynvml.NVML_GPM_METRIC_SM_OCCUPANCY: 14.1,
+            pynvml.NVML_GPM_METRIC_ANY_TENSOR_UTIL: 92.8,
+            pynvml.NVML_GPM_METRIC_HMMA_TENSOR_UTIL: 92.8,
+            pynvml.NVML_GPM_METRIC_DRAM_BW_UTIL: 17.1,
+            pynvml.NVML_GPM_METRIC_PCIE_TX_PER_SEC: 3.0,
+            pynvml.NVML_GPM_METRIC_PCIE_RX_PER_SEC: 5.0,
+        }
+        for i in range(request.numMetrics):
+            metric = request.metrics[i]
+            if metric.metricId in (
+                pynvml.NVML_GPM_METRIC_NVLINK_TOTAL_TX_PER_SEC,
+                pynvml.NVML_GPM_METRIC_NVLINK_TOTAL_RX_PER_SEC,
+            ):
+                metric.nvmlReturn = pynvml.NVML_ERROR_NOT_SUPPORTED
+                continue
+            metric.nvmlReturn = pynvml.NVML_SUCCESS
+            metric.value = per_load.get(metric.metricId, 0.0) * load
+        return request
+
+    # -- processes (none run on simulated GPUs unless a subclass adds them) ----------------------------------
+
+    def nvmlDeviceGetComputeRunningProcesses(self, handle: Any) -> list[Any]:
+        return []
+
+    def nvmlDeviceGetProcessUtilization(self, handle: Any, last_seen: int) -> list[Any]:
+        raise pynvml.NVMLError(pynvml.NVML_ERROR_NOT_FOUND)

@@ -1,0 +1,64 @@
+"""``gpuscale-load``: run a GPU load (``run``) or run one and check the collector's metrics follow it (``validate``)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+
+from .runner import LoadSpec, run_load
+from .validate import read_gpu_series, validate
+from .workloads import KINDS, LoadError
+
+
+def _duty(text: str) -> float:
+    value = float(text)
+    if not 0.0 < value <= 1.0:
+        raise argparse.ArgumentTypeError(f"duty must be in (0, 1], got {value}")
+    return value
+
+
+def _positive(text: str) -> float:
+    value = float(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be above 0, got {value}")
+    return value
+
+
+def add_load_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--kind", choices=sorted(KINDS), default="gemm-bf16", help="what to keep busy")
+    parser.add_argument("--seconds", type=_positive, default=30.0, help="how long to run")
+    parser.add_argument("--duty", type=_duty, default=1.0, help="busy fraction of each 100 ms period, (0, 1]")
+    parser.add_argument("--size", type=int, default=8192, help="matrix side or vector scale")
+    parser.add_argument("--gpu", type=int, default=0, help="CUDA device index")
+
+
+def spec_from(args: argparse.Namespace) -> LoadSpec:
+    return LoadSpec(kind=args.kind, seconds=args.seconds, duty=args.duty, size=args.size, gpu=args.gpu)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="gpuscale-load", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("run", help="run a load and print progress")
+    add_load_arguments(run)
+    check = sub.add_parser("validate", help="run a load and check the collector's series follow it")
+    add_load_arguments(check)
+    check.add_argument("--metrics-url", default="http://127.0.0.1:9400/metrics", help="the collector's /metrics")
+    check.add_argument("--idle-seconds", type=_positive, default=8.0, help="idle sampling before the load")
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "run":
+            print(json.dumps(run_load(spec_from(args), progress=sys.stderr)))
+        else:
+            try:
+                read_gpu_series(args.metrics_url, str(args.gpu))
+            except OSError as e:
+                raise LoadError(f"cannot read {args.metrics_url}: {e}") from e
+            verdict = validate(spec_from(args), args.metrics_url, idle_seconds=args.idle_seconds)
+            print(verdict.table())
+            sys.exit(0 if verdict.ok else 1)
+    except LoadError as e:
+        print(f"gpuscale-load: error: {e}", file=sys.stderr)
+        sys.exit(2)

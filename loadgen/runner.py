@@ -1,0 +1,55 @@
+"""Run a load for a duration at a duty cycle: busy for duty×period, idle for the rest, period after period."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, TextIO
+
+from .workloads import KINDS, open_device
+
+
+@dataclass(frozen=True)
+class LoadSpec:
+    kind: str
+    seconds: float
+    duty: float = 1.0  # fraction of each period the GPU is kept busy
+    size: int = 8192
+    gpu: int = 0
+    period: float = 0.1
+
+
+def run_load(spec: LoadSpec, progress: TextIO | None = None, stop: Callable[[], bool] = lambda: False) -> dict[str, Any]:
+    kind = KINDS[spec.kind]
+    torch, device = open_device(kind, spec.size, spec.gpu)
+    step = kind.build(torch, device, spec.size)
+    step()
+    torch.cuda.synchronize(device)
+    started = time.monotonic()
+    steps, busy, next_report = 0, 0.0, started + 1.0
+    while not stop():
+        now = time.monotonic()
+        if now - started >= spec.seconds:
+            break
+        period_start = now
+        while time.monotonic() - period_start < spec.duty * spec.period:
+            step()
+            torch.cuda.synchronize(device)
+            steps += 1
+        busy += time.monotonic() - period_start
+        rest = spec.period - (time.monotonic() - period_start)
+        if rest > 0:
+            time.sleep(rest)
+        if progress is not None and time.monotonic() >= next_report:
+            elapsed = time.monotonic() - started
+            progress.write(
+                f"\r{spec.kind} on GPU {spec.gpu}: {elapsed:5.1f}/{spec.seconds:.0f} s, "
+                f"busy {100 * busy / elapsed:5.1f} %, {steps} steps"
+            )
+            progress.flush()
+            next_report += 1.0
+    elapsed = time.monotonic() - started
+    if progress is not None:
+        progress.write("\n")
+    return {"kind": spec.kind, "seconds": elapsed, "steps": steps, "busy_fraction": busy / max(elapsed, 1e-9)}

@@ -1,0 +1,144 @@
+"""Run a load while reading the collector's /metrics, and check each series moved as that load should move it.
+
+Idle first, then loaded: the verdict compares the median of each phase against the expectation for the kind and
+duty cycle (for example tensor activity above 0.8 under a full GEMM and below 0.05 idle).
+"""
+
+from __future__ import annotations
+
+import re
+import statistics
+import threading
+import time
+import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from .runner import LoadSpec, run_load
+from .workloads import KINDS, open_device
+
+_SAMPLE = re.compile(r'^([A-Za-z_:][\w:]*)\{([^}]*)\} (\S+)$')
+_LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
+
+
+@dataclass(frozen=True)
+class Expectation:
+    series: str
+    idle: str  # human-readable bound, shown in the table
+    loaded: str
+    check_idle: Callable[[float], bool]
+    check_loaded: Callable[[float, float], bool]  # (loaded, idle) → ok
+
+
+def _below(limit: float) -> tuple[str, Callable[[float], bool]]:
+    return f"< {limit:g}", lambda v: v < limit
+
+
+def _above(limit: float) -> tuple[str, Callable[[float, float], bool]]:
+    return f"> {limit:g}", lambda v, _idle: v > limit
+
+
+def expectations(kind: str, duty: float) -> list[Expectation]:
+    def exp(series: str, idle: tuple[str, Callable[[float], bool]],
+            loaded: tuple[str, Callable[[float, float], bool]]) -> Expectation:
+        return Expectation(series, idle[0], loaded[0], idle[1], loaded[1])
+
+    more_than_idle: tuple[str, Callable[[float, float], bool]] = ("> idle", lambda v, idle: v > idle)
+    power: tuple[str, Callable[[float, float], bool]] = ("> 1.3 × idle", lambda v, idle: v > 1.3 * idle)
+    common = [
+        exp("DCGM_FI_DEV_GPU_UTIL", _below(10), _above(80 * duty)),
+        exp("DCGM_FI_PROF_GR_ENGINE_ACTIVE", _below(0.05), _above(0.8 * duty)),
+        exp("DCGM_FI_PROF_SM_ACTIVE", _below(0.05), _above(0.5 * duty)),
+        exp("DCGM_FI_DEV_POWER_USAGE", ("(baseline)", lambda v: True), power),
+        exp("DCGM_FI_DEV_FB_USED", ("(baseline)", lambda v: True), more_than_idle),
+    ]
+    specific = {
+        "gemm-bf16": [exp("DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", _below(0.05), _above(0.8 * duty))],
+        "gemm-fp16": [exp("DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", _below(0.05), _above(0.8 * duty))],
+        "fp32": [exp("DCGM_FI_PROF_PIPE_FP32_ACTIVE", _below(0.05), _above(0.1 * duty))],
+        "fp64": [exp("DCGM_FI_PROF_PIPE_FP64_ACTIVE", _below(0.05), _above(0.1 * duty))],
+        "memory": [exp("DCGM_FI_PROF_DRAM_ACTIVE", _below(0.05), _above(0.5 * duty))],
+    }
+    return common + specific[kind]
+
+
+def read_gpu_series(url: str, gpu: str, timeout: float = 5.0) -> dict[str, float]:
+    """Device-wide values of one GPU (series without a pod label) from a Prometheus text page."""
+    with urllib.request.urlopen(url, timeout=timeout) as resp:
+        text = resp.read().decode()
+    out: dict[str, float] = {}
+    for line in text.splitlines():
+        match = _SAMPLE.match(line)
+        if not match:
+            continue
+        labels = dict(_LABEL.findall(match.group(2)))
+        if labels.get("gpu") == gpu and "pod" not in labels and "GPU_I_ID" not in labels:
+            out[match.group(1)] = float(match.group(3))
+    return out
+
+
+@dataclass
+class Verdict:
+    rows: list[dict[str, Any]]
+
+    @property
+    def ok(self) -> bool:
+        return all(r["ok"] for r in self.rows)
+
+    def table(self) -> str:
+        lines = [
+            "| series | expected idle | seen idle | expected loaded | seen loaded | ok |",
+            "|---|---|---|---|---|---|",
+        ]
+        for r in self.rows:
+            lines.append(
+                f"| {r['series']} | {r['expected_idle']} | {_fmt(r['idle'])} | {r['expected_loaded']} | "
+                f"{_fmt(r['loaded'])} | {'yes' if r['ok'] else 'NO: ' + r['why']} |"
+            )
+        return "\n".join(lines)
+
+
+def _fmt(value: float | None) -> str:
+    return "absent" if value is None else f"{value:.4g}"
+
+
+def _median(samples: list[dict[str, float]], series: str) -> float | None:
+    values = [s[series] for s in samples if series in s]
+    return statistics.median(values) if values else None
+
+
+def judge(kind: str, duty: float, idle: list[dict[str, float]], loaded: list[dict[str, float]]) -> Verdict:
+    rows = []
+    for e in expectations(kind, duty):
+        i, v = _median(idle, e.series), _median(loaded, e.series)
+        why = ""
+        if i is None or v is None:
+            why = "series absent"
+        elif not e.check_idle(i):
+            why = f"idle {i:.4g} not {e.idle}"
+        elif not e.check_loaded(v, i):
+            why = f"loaded {v:.4g} not {e.loaded}"
+        rows.append({"series": e.series, "expected_idle": e.idle, "idle": i, "expected_loaded": e.loaded,
+                     "loaded": v, "ok": not why, "why": why})
+    return Verdict(rows)
+
+
+def sample_during(url: str, gpu: str, seconds: float, every: float = 0.5) -> list[dict[str, float]]:
+    samples, deadline = [], time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        samples.append(read_gpu_series(url, gpu))
+        time.sleep(every)
+    return samples
+
+
+def validate(spec: LoadSpec, url: str, idle_seconds: float = 8.0, ramp_seconds: float = 4.0) -> Verdict:
+    open_device(KINDS[spec.kind], spec.size, spec.gpu)  # a load that cannot run fails before any sampling
+    idle = sample_during(url, str(spec.gpu), idle_seconds)
+    result: dict[str, Any] = {}
+    load = threading.Thread(target=lambda: result.update(run_load(spec)), daemon=True)
+    load.start()
+    time.sleep(ramp_seconds)  # the first GPM interval and NVML's utilization window must cover the load
+    loaded = sample_during(url, str(spec.gpu), max(1.0, spec.seconds - ramp_seconds - 1.0))
+    load.join()
+    return judge(spec.kind, spec.duty, idle, loaded)

@@ -1,0 +1,100 @@
+"""The kinds of GPU load, each a step that keeps one unit of the GPU busy for a few milliseconds.
+
+PyTorch is imported lazily: it is an optional extra (``pip install gpuscale[load]``) that GPU machines carry.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+
+class LoadError(Exception):
+    """The load cannot run here; the message says why (no GPU, no PyTorch, kind unsupported, too little memory)."""
+
+
+@dataclass(frozen=True)
+class Kind:
+    name: str
+    description: str
+    bytes_needed: Callable[[int], int]  # size → device memory the kind allocates
+    build: Callable[[Any, Any, int], Callable[[], None]]  # (torch, device, size) → one step
+
+
+def _gemm(dtype_name: str) -> Callable[[Any, Any, int], Callable[[], None]]:
+    def build(torch: Any, device: Any, n: int) -> Callable[[], None]:
+        dtype = getattr(torch, dtype_name)
+        a = torch.randn(n, n, device=device, dtype=dtype)
+        b = torch.randn(n, n, device=device, dtype=dtype)
+        c = torch.empty(n, n, device=device, dtype=dtype)
+        return lambda: torch.matmul(a, b, out=c)
+
+    return build
+
+
+def _fp32(torch: Any, device: Any, n: int) -> Callable[[], None]:
+    # Plain FMAs on CUDA cores: addcmul keeps the fp32 pipe busy without touching tensor cores (no matmul).
+    x = torch.randn(n * n, device=device, dtype=torch.float32)
+    y = torch.randn(n * n, device=device, dtype=torch.float32)
+
+    def step() -> None:
+        for _ in range(8):
+            x.addcmul_(y, y, value=1e-6)
+
+    return step
+
+
+def _fp64(torch: Any, device: Any, n: int) -> Callable[[], None]:
+    x = torch.randn(n * n, device=device, dtype=torch.float64)
+    y = torch.randn(n * n, device=device, dtype=torch.float64)
+
+    def step() -> None:
+        for _ in range(8):
+            x.addcmul_(y, y, value=1e-6)
+
+    return step
+
+
+def _memory(torch: Any, device: Any, n: int) -> Callable[[], None]:
+    src = torch.empty(n * n * 4, device=device, dtype=torch.uint8)
+    dst = torch.empty_like(src)
+    return lambda: dst.copy_(src)
+
+
+KINDS: dict[str, Kind] = {
+    k.name: k
+    for k in [
+        Kind("gemm-bf16", "bf16 matrix products on tensor cores", lambda n: 3 * n * n * 2, _gemm("bfloat16")),
+        Kind("gemm-fp16", "fp16 matrix products on tensor cores", lambda n: 3 * n * n * 2, _gemm("float16")),
+        Kind("fp32", "fp32 multiply-adds on CUDA cores", lambda n: 2 * n * n * 4, _fp32),
+        Kind("fp64", "fp64 multiply-adds on CUDA cores", lambda n: 2 * n * n * 8, _fp64),
+        Kind("memory", "device-to-device copies (memory bandwidth)", lambda n: 2 * n * n * 4, _memory),
+    ]
+}
+
+
+def open_device(kind: Kind, size: int, gpu: int) -> tuple[Any, Any]:
+    """Import PyTorch and check the GPU can run ``kind`` at ``size`` before any work starts."""
+    try:
+        import torch
+    except ImportError as e:
+        raise LoadError("PyTorch is not installed: pip install 'gpuscale[load]' on a machine with a GPU") from e
+    if not torch.cuda.is_available():
+        raise LoadError("no CUDA GPU is visible to PyTorch (check the driver and CUDA_VISIBLE_DEVICES)")
+    if gpu >= torch.cuda.device_count():
+        raise LoadError(f"GPU {gpu} does not exist; this machine has {torch.cuda.device_count()}")
+    device = torch.device("cuda", gpu)
+    props = torch.cuda.get_device_properties(device)
+    if kind.name == "gemm-bf16" and not torch.cuda.is_bf16_supported():
+        raise LoadError(f"{props.name} has no bf16 support; use gemm-fp16")
+    if kind.name == "fp64" and props.major < 6:
+        raise LoadError(f"{props.name} has no usable fp64 units")
+    free, _total = torch.cuda.mem_get_info(device)
+    needed = kind.bytes_needed(size)
+    if needed > free * 0.9:
+        raise LoadError(
+            f"{kind.name} at size {size} needs {needed / 2**30:.1f} GiB but GPU {gpu} has "
+            f"{free / 2**30:.1f} GiB free; use a smaller --size"
+        )
+    return torch, device

@@ -1,0 +1,280 @@
+"""Record the NVML calls a reader makes on a real GPU, and replay them as a fake ``pynvml`` module.
+
+``RecordingNvml`` wraps the real module: every ``nvml*`` call goes through, and its arguments, result or error code
+are appended to a trace. ``ReplayNvml`` answers the same calls from that trace, phase by phase (``idle``,
+``gemm``, ``shared`` ...), so tests see exactly what the H200 said, NotSupported answers included. Tests can
+also inject failures per call and GPU.
+
+Handles, event sets and GPM samples are pointers on the real side; the trace names them (``gpu0``, ``events``,
+``sample``) so a replay does not depend on addresses.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import itertools
+import json
+import time
+from collections import defaultdict
+from collections.abc import Callable
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pynvml
+
+TRACE_DIR = Path(__file__).parent / "traces"
+
+# Calls whose numbers only grow on a real GPU: replay adds the recorded steps, so looping never goes backwards.
+MONOTONIC = {
+    "nvmlDeviceGetTotalEnergyConsumption",
+    "nvmlDeviceGetPcieReplayCounter",
+    "nvmlDeviceGetTotalEccErrors",
+}
+# Arguments that change on every call and must not be part of the lookup key.
+_VOLATILE_ARGS = {"nvmlDeviceGetProcessUtilization": 1, "nvmlDeviceGetProcessesUtilizationInfo": 1}
+
+
+def _address(obj: Any) -> int | None:
+    """What identifies a handle-like object: its pointer value, or for plain Python stand-ins its id()."""
+    if isinstance(obj, SimpleNamespace):
+        return id(obj)
+    try:
+        return ctypes.cast(obj, ctypes.c_void_p).value
+    except (TypeError, ctypes.ArgumentError):
+        return None
+
+
+def encode(obj: Any) -> Any:
+    """A JSON-ready copy of an NVML result: structures become dicts of their fields, arrays lists."""
+    if obj is None or isinstance(obj, bool | int | float | str):
+        return obj
+    if isinstance(obj, bytes):
+        return obj.decode(errors="replace")
+    if isinstance(obj, ctypes.Structure | ctypes.Union):
+        return {name: encode(getattr(obj, name)) for name, *_ in obj._fields_}
+    if isinstance(obj, ctypes.Array | list | tuple):
+        return [encode(x) for x in obj]
+    if isinstance(obj, ctypes._Pointer):  # type: ignore[attr-defined]
+        return "<pointer>"
+    if isinstance(obj, SimpleNamespace):
+        return {k: encode(v) for k, v in vars(obj).items()}
+    if hasattr(obj, "value"):
+        return encode(obj.value)
+    return repr(obj)
+
+
+def decode(obj: Any) -> Any:
+    """Recorded dicts back as attribute objects, so code reads ``result.gpu`` as it would from pynvml."""
+    if isinstance(obj, dict):
+        return SimpleNamespace(**{k: decode(v) for k, v in obj.items()})
+    if isinstance(obj, list):
+        return [decode(x) for x in obj]
+    return obj
+
+
+class RecordingNvml:
+    def __init__(self, real: Any) -> None:
+        self._real = real
+        self.phase = "init"
+        self.calls: list[dict[str, Any]] = []
+        self._names: dict[int, str] = {}
+        self._sample_gpu: dict[int, str] = {}
+        self._t0 = time.monotonic()
+
+    def __getattr__(self, name: str) -> Any:
+        value = getattr(self._real, name)
+        if not (name.startswith("nvml") and callable(value) and not isinstance(value, type)):
+            return value
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            key = self._key(name, args, kwargs)
+            entry: dict[str, Any] = {"call": name, "args": key, "phase": self.phase}
+            entry["t"] = round(time.monotonic() - self._t0, 4)
+            try:
+                result = value(*args, **kwargs)
+            except self._real.NVMLError as e:
+                entry["error"] = e.value
+                self.calls.append(entry)
+                raise
+            entry["result"] = self._result(name, args, result)
+            self.calls.append(entry)
+            return result
+
+        return call
+
+    def _name_of(self, obj: Any) -> Any:
+        address = _address(obj)
+        if address is not None and address in self._names:
+            return self._names[address]
+        if isinstance(obj, ctypes.Structure):
+            return "<struct>"
+        return encode(obj)
+
+    def _key(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[Any]:
+        if name == "nvmlGpmMetricsGet":
+            request = args[0]
+            ids = [request.metrics[i].metricId for i in range(request.numMetrics)]
+            return [self._sample_gpu.get(_address(request.sample2) or 0, "?"), ids]
+        key = [self._name_of(a) for a in args]
+        if name in _VOLATILE_ARGS:
+            del key[_VOLATILE_ARGS[name]]
+        if name == "nvmlGpmSampleGet":
+            self._sample_gpu[_address(args[1]) or 0] = key[0]
+        if name == "nvmlGpmMigSampleGet":
+            self._sample_gpu[_address(args[2]) or 0] = f"{key[0]}/gi{args[1]}"
+        key += [[k, encode(v)] for k, v in sorted(kwargs.items())]
+        return key
+
+    def _result(self, name: str, args: tuple[Any, ...], result: Any) -> Any:
+        if name == "nvmlDeviceGetHandleByIndex":
+            self._names[_address(result) or 0] = f"gpu{args[0]}"
+            return f"gpu{args[0]}"
+        if name == "nvmlDeviceGetMigDeviceHandleByIndex":
+            label = f"{self._name_of(args[0])}/mig{args[1]}"
+            self._names[_address(result) or 0] = label
+            return label
+        if name == "nvmlEventSetCreate":
+            self._names[_address(result) or 0] = "events"
+            return "events"
+        if name == "nvmlGpmSampleAlloc":
+            self._names[_address(result) or 0] = "sample"
+            return "sample"
+        if name == "nvmlGpmMetricsGet":
+            return [
+                {"metricId": m.metricId, "nvmlReturn": m.nvmlReturn, "value": m.value}
+                for m in result.metrics[: result.numMetrics]
+            ]
+        if name in ("nvmlGpmSampleGet", "nvmlGpmMigSampleGet"):
+            return "sample"
+        return encode(result)
+
+    def save(self, path: Path, meta: dict[str, Any]) -> None:
+        path.write_text(json.dumps({"meta": meta, "calls": self.calls}, indent=None, separators=(",", ":")))
+
+
+class _Token(SimpleNamespace):
+    """A handle, event set or GPM sample on the replay side."""
+
+
+class _MetricsGet:
+    def __init__(self) -> None:
+        self.version = 0
+        self.numMetrics = 0
+        self.sample1: Any = None
+        self.sample2: Any = None
+        self.metrics = [SimpleNamespace(metricId=0, nvmlReturn=0, value=0.0) for _ in range(64)]
+
+
+class ReplayNvml:
+    """A ``pynvml`` stand-in answering from a recorded trace; unknown calls raise FunctionNotFound, as NVML would."""
+
+    c_nvmlGpmMetricsGet_t = _MetricsGet
+
+    def __init__(self, trace: dict[str, Any], phase: str = "idle") -> None:
+        self.meta: dict[str, Any] = trace["meta"]
+        self._outcomes: dict[tuple[str, str, str], list[dict[str, Any]]] = defaultdict(list)
+        for entry in trace["calls"]:
+            self._outcomes[(entry["phase"], entry["call"], json.dumps(entry["args"]))].append(entry)
+        self.phase = phase
+        self._cursor: dict[tuple[str, str, str], int] = defaultdict(int)
+        self._last: dict[tuple[str, str], float] = {}
+        self._faults: list[tuple[str, str | None, int, Callable[[], bool]]] = []
+        self.calls: list[str] = []
+        self.initialised = False
+
+    @classmethod
+    def load(cls, name: str = "h200", phase: str = "idle") -> ReplayNvml:
+        return cls(json.loads((TRACE_DIR / f"{name}.json").read_text()), phase)
+
+    # -- fault injection -------------------------------------------------------------------------------------
+
+    def fail(self, call: str, code: int, gpu: str | None = None, times: int | None = None) -> None:
+        """Make ``call`` (on ``gpu``, e.g. "gpu1", or on every GPU) raise NVMLError(code), ``times`` times or always."""
+        counter = itertools.count()
+        self._faults.append((call, gpu, code, lambda: times is None or next(counter) < times))
+
+    def clear_faults(self) -> None:
+        self._faults.clear()
+
+    # -- the pynvml surface ----------------------------------------------------------------------------------
+
+    def __getattr__(self, name: str) -> Any:
+        value = getattr(pynvml, name)
+        if not (name.startswith("nvml") and callable(value) and not isinstance(value, type)):
+            return value
+        return lambda *args, **kwargs: self._call(name, args, kwargs)
+
+    def _arg(self, obj: Any) -> Any:
+        return obj.name if isinstance(obj, _Token) else encode(obj)
+
+    def _call(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        self.calls.append(name)
+        first_gpu = args[0].name if args and isinstance(args[0], _Token) else None
+        for call, gpu, code, active in self._faults:
+            if call == name and (gpu is None or gpu == first_gpu) and active():
+                raise pynvml.NVMLError(code)
+        if name == "nvmlInit":
+            self.initialised = True
+        if name == "nvmlGpmSampleAlloc":
+            return _Token(name="sample", gpu=None)
+        if name == "nvmlEventSetCreate":
+            return _Token(name="events")
+        if name in ("nvmlGpmSampleGet", "nvmlGpmMigSampleGet"):
+            sample = args[-1]
+            sample.gpu = args[0].name if name == "nvmlGpmSampleGet" else f"{args[0].name}/gi{args[1]}"
+        if name == "nvmlGpmMetricsGet":
+            return self._metrics_get(args[0])
+        key = [self._arg(a) for a in args]
+        if name in _VOLATILE_ARGS:
+            del key[_VOLATILE_ARGS[name]]
+        key += [[k, encode(v)] for k, v in sorted(kwargs.items())]
+        entry = self._next((self.phase, name, json.dumps(key)))
+        if "error" in entry:
+            raise pynvml.NVMLError(entry["error"])
+        result = entry["result"]
+        if name in ("nvmlDeviceGetHandleByIndex", "nvmlDeviceGetMigDeviceHandleByIndex"):
+            return _Token(name=result)
+        if name in MONOTONIC:
+            return self._monotonic((name, json.dumps(key)), entry, result)
+        return decode(result)
+
+    def _next(self, key: tuple[str, str, str]) -> dict[str, Any]:
+        outcomes = self._outcomes.get(key)
+        if not outcomes:
+            # A phase may not have recorded every call (identity calls happen once, at start): fall back to any.
+            for phase in ("init", "idle", "gemm", "shared"):
+                outcomes = self._outcomes.get((phase, *key[1:]))
+                if outcomes:
+                    key = (phase, *key[1:])
+                    break
+        if not outcomes:
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_FUNCTION_NOT_FOUND)
+        i = self._cursor[key]
+        self._cursor[key] = i + 1
+        return outcomes[i % len(outcomes)]
+
+    def _monotonic(self, key: tuple[str, str], entry: dict[str, Any], result: float) -> float:
+        outcomes = self._outcomes[(entry["phase"], entry["call"], json.dumps(entry["args"]))]
+        i = outcomes.index(entry)
+        step = result - outcomes[i - 1]["result"] if i > 0 else 0
+        value = self._last.get(key, result) + max(0, step)
+        self._last[key] = value
+        return value
+
+    def _metrics_get(self, request: Any) -> Any:
+        ids = [request.metrics[i].metricId for i in range(request.numMetrics)]
+        gpu = request.sample2.gpu
+        recorded = [e for k, v in self._outcomes.items() if k[0] == self.phase and k[1] == "nvmlGpmMetricsGet"
+                    for e in v if e["args"][0] == gpu]
+        if not recorded:
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_NOT_SUPPORTED)
+        key = (self.phase, "nvmlGpmMetricsGet", gpu)
+        i = self._cursor[key]
+        self._cursor[key] = i + 1
+        by_id = {m["metricId"]: m for m in recorded[i % len(recorded)]["result"]}
+        for slot, metric_id in zip(request.metrics, ids, strict=False):
+            m = by_id.get(metric_id)
+            slot.nvmlReturn = m["nvmlReturn"] if m else pynvml.NVML_ERROR_NOT_SUPPORTED
+            slot.value = m["value"] if m else 0.0
+        return request

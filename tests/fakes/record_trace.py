@@ -1,0 +1,105 @@
+"""Record the NVML trace the tests replay. Run on a machine with a real GPU (not in CI):
+
+    PYTHONPATH=. python tests/fakes/record_trace.py tests/fakes/traces/h200.json
+
+Phases: ``init`` (start and enumeration), ``idle``, ``gemm`` (a bf16 GEMM loop), ``shared`` (two processes on
+the GPU at duty cycles 0.9 and 0.2, process utilization polled at 5 Hz as the shared-GPU attribution does).
+"""
+
+from __future__ import annotations
+
+import datetime
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pynvml
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from collector.fields import FIELDS  # noqa: E402
+from collector.nvml_reader import NvmlReader  # noqa: E402
+from tests.fakes.nvml_trace import RecordingNvml  # noqa: E402
+
+ALL_FIELDS = frozenset(FIELDS)
+
+
+def load(kind: str, seconds: float, duty: float) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "loadgen", "run", "--kind", kind, "--seconds", str(seconds), "--duty", str(duty)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+
+
+def poll_processes(rec: Any, handles: list[Any], last_seen: dict[int, int]) -> None:
+    for i, handle in enumerate(handles):
+        try:
+            samples = rec.nvmlDeviceGetProcessUtilization(handle, last_seen.get(i, 0))
+            if samples:
+                last_seen[i] = max(s.timeStamp for s in samples)
+        except pynvml.NVMLError:
+            pass
+
+
+def cycles(rec: Any, reader: NvmlReader, handles: list[Any], seconds: float, poll_hz: float) -> None:
+    last_seen: dict[int, int] = {}
+    deadline, next_read = time.monotonic() + seconds, 0.0
+    while time.monotonic() < deadline:
+        now = time.monotonic()
+        if now >= next_read:
+            reader.read(ALL_FIELDS)
+            for handle in handles:
+                try:
+                    rec.nvmlDeviceGetComputeRunningProcesses(handle)
+                except pynvml.NVMLError:
+                    pass
+            next_read = now + 1.0
+        poll_processes(rec, handles, last_seen)
+        time.sleep(1.0 / poll_hz)
+
+
+def main(out: Path) -> None:
+    rec = RecordingNvml(pynvml)
+    reader = NvmlReader(rec)
+    rec.phase = "init"
+    reader.open()
+    handles = [rec.nvmlDeviceGetHandleByIndex(i) for i in range(len(reader.gpus))]
+    rec.phase = "idle"
+    cycles(rec, reader, handles, 6, poll_hz=5)
+
+    gemm = load("gemm-bf16", 16, 1.0)
+    rec.phase = "ramp"
+    cycles(rec, reader, handles, 4, poll_hz=5)
+    rec.phase = "gemm"
+    cycles(rec, reader, handles, 8, poll_hz=5)
+    gemm.wait()
+
+    heavy, light = load("gemm-bf16", 22, 0.9), load("gemm-bf16", 22, 0.2)
+    rec.phase = "ramp"
+    cycles(rec, reader, handles, 5, poll_hz=5)
+    rec.phase = "shared"
+    cycles(rec, reader, handles, 14, poll_hz=5)
+    heavy.wait()
+    light.wait()
+    rec.phase = "after"
+    reader.close()
+
+    rec.calls = [c for c in rec.calls if c["phase"] not in ("ramp", "after")]
+    meta = {
+        "recorded": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        "driver": reader.driver_version,
+        "gpus": [g.model for g in reader.gpus],
+        "nvml_py": getattr(pynvml, "__version__", "?"),
+        "shared_pids": {"heavy_duty_0.9": heavy.pid, "light_duty_0.2": light.pid},
+        "phases": "idle 6 s; gemm 8 s (bf16 8192^2 loop); shared 14 s (two processes at duty 0.9 and 0.2)",
+    }
+    out.parent.mkdir(parents=True, exist_ok=True)
+    rec.save(out, meta)
+    print(f"wrote {len(rec.calls)} calls to {out}")
+
+
+if __name__ == "__main__":
+    main(Path(sys.argv[1]))
