@@ -1,0 +1,85 @@
+"""The adapter's exceptions.
+
+Every error the adapter raises on purpose is an ``AdapterError``. At the HTTP edge each one becomes a
+Kubernetes ``Status`` object with the code and reason below; anything else is a bug, logged in full and
+answered with a generic 500 that carries no traceback::
+
+    AdapterError
+    ├── ConfigError              flags or the rules file are wrong (start-up fails, a reload is refused)
+    ├── RequestError             the client asked for something wrong or absent (4xx)
+    │   ├── BadRequest           400 BadRequest: malformed path, selector or parameter
+    │   ├── NotFound             404 NotFound: unknown path, metric, resource or object
+    │   └── MethodNotAllowed     405 MethodNotAllowed: the metrics APIs are read-only
+    └── BackendError             a backend failed; the client gets a generic message, the log gets the detail
+        ├── PrometheusError      503 ServiceUnavailable: Prometheus unreachable, slow or answering errors
+        │   └── QueryError       500 InternalError: Prometheus refused a query built from a rule
+        └── KubernetesError      503 ServiceUnavailable: the Kubernetes API could not list objects
+            └── ResourceExpired  the watch's resourceVersion is gone (410); the reflector relists
+"""
+
+from __future__ import annotations
+
+
+class AdapterError(Exception):
+    """Base of every error the adapter raises on purpose."""
+
+    code = 500
+    reason = "InternalError"
+
+    @property
+    def client_message(self) -> str:
+        """The message a client may see; backend errors keep their detail for the log."""
+        return str(self)
+
+
+class ConfigError(AdapterError):
+    """Flags, environment variables or the rules file are invalid."""
+
+
+class RequestError(AdapterError):
+    """The request cannot be answered because of what it asked for."""
+
+
+class BadRequest(RequestError):
+    code = 400
+    reason = "BadRequest"
+
+
+class NotFound(RequestError):
+    code = 404
+    reason = "NotFound"
+
+
+class MethodNotAllowed(RequestError):
+    code = 405
+    reason = "MethodNotAllowed"
+
+
+class BackendError(AdapterError):
+    """A backend failed; clients get ``generic``, the log gets ``str(self)``."""
+
+    code = 503
+    reason = "ServiceUnavailable"
+    generic = "the server is currently unable to handle the request"
+
+    @property
+    def client_message(self) -> str:
+        return self.generic
+
+
+class PrometheusError(BackendError):
+    generic = "the metrics backend (Prometheus) is currently unavailable"
+
+
+class QueryError(PrometheusError):
+    code = 500
+    reason = "InternalError"
+    generic = "the metrics backend (Prometheus) refused the query built for this metric; see the adapter's log"
+
+
+class KubernetesError(BackendError):
+    generic = "the Kubernetes API is currently unavailable to list the requested objects"
+
+
+class ResourceExpired(KubernetesError):
+    """HTTP 410 Gone: the resourceVersion a watch started from was compacted away."""

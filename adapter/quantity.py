@@ -1,0 +1,67 @@
+"""Kubernetes quantities in canonical form, built exactly from the decimal text Prometheus sends.
+
+Prometheus writes sample values as the shortest decimal that round-trips the float64, so converting that text
+with ``Decimal`` keeps every digit Prometheus has; no float arithmetic happens here."""
+
+from __future__ import annotations
+
+from decimal import ROUND_HALF_UP, Context, Decimal, InvalidOperation
+
+_SUFFIXES = {-9: "n", -6: "u", -3: "m", 0: "", 3: "k", 6: "M", 9: "G", 12: "T", 15: "P", 18: "E"}
+_NANO = Decimal("1e-9")
+
+
+class NotFinite(ValueError):
+    """The value is NaN or infinite and has no quantity form."""
+
+
+def parse_sample_value(text: str) -> Decimal:
+    """Prometheus's sample value text as an exact decimal; ``NotFinite`` for NaN and ±Inf."""
+    try:
+        value = Decimal(text)
+    except InvalidOperation as e:
+        raise ValueError(f"not a number: {text!r}") from e
+    if not value.is_finite():
+        raise NotFinite(text)
+    return value
+
+
+def format_quantity(value: Decimal) -> str:
+    """The canonical DecimalSI form: the largest multiple-of-three exponent keeping the mantissa integral.
+
+    Digits below a nano-unit are rounded to the nearest nano-unit. Kubernetes would round them up, but they are
+    float64 noise (``0.1 + 0.2`` arrives as ``0.30000000000000004``), and the HPA's ``MilliValue()`` rounds up
+    again, so rounding up here would turn that noise into a whole milli-unit. Exponents above 18 stay on the
+    ``E`` suffix with a longer mantissa, so large values stay exact.
+    """
+    if not value.is_finite():
+        raise NotFinite(str(value))
+    if value.is_zero():
+        return "0"
+    if value.as_tuple().exponent < -9:  # type: ignore[operator]
+        value = value.quantize(_NANO, rounding=ROUND_HALF_UP)
+        if value.is_zero():
+            return "0"
+    sign, digits, exponent = value.as_tuple()
+    assert isinstance(exponent, int)
+    mantissa = int("".join(map(str, digits)))
+    while mantissa % 10 == 0:
+        mantissa //= 10
+        exponent += 1
+    shift = exponent % 3
+    mantissa *= 10**shift
+    exponent -= shift
+    if exponent > 18:
+        mantissa *= 10 ** (exponent - 18)
+        exponent = 18
+    return f"{'-' if sign else ''}{mantissa}{_SUFFIXES[exponent]}"
+
+
+def parse_quantity(text: str) -> Decimal:
+    """The inverse of ``format_quantity`` for the DecimalSI forms it writes (used to check round trips)."""
+    suffix = text[-1:] if text[-1:].isalpha() else ""
+    exponent = next((e for e, s in _SUFFIXES.items() if s == suffix), None)
+    if exponent is None:
+        raise ValueError(f"unknown suffix in {text!r}")
+    number = text[: len(text) - len(suffix)]
+    return Decimal(number).scaleb(exponent, context=Context(prec=1000))

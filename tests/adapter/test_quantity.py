@@ -1,0 +1,76 @@
+from decimal import Decimal
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from adapter.quantity import NotFinite, format_quantity, parse_quantity, parse_sample_value
+
+
+@pytest.mark.parametrize(
+    ("sample", "expected"),
+    [
+        # the examples the contract names
+        ("1.5", "1500m"),
+        ("10", "10"),
+        ("1000", "1k"),
+        ("1500", "1500"),
+        ("0.0001", "100u"),
+        # the DESIGN's item value and other everyday GPU readings
+        ("95.5", "95500m"),
+        ("0", "0"),
+        ("-0", "0"),
+        ("100", "100"),
+        ("0.928", "928m"),
+        ("0.5", "500m"),
+        ("81920", "81920"),
+        ("1", "1"),
+        ("1e3", "1k"),
+        ("1000000", "1M"),
+        ("2500000000", "2500M"),
+        ("1e+21", "1000E"),
+        ("12345678901234567000", "12345678901234567k"),
+        ("9223372036854775807000", "9223372036854775807k"),
+        ("-1.5", "-1500m"),
+        ("-2000", "-2k"),
+        ("0.000000001", "1n"),
+        ("0.0000000015", "2n"),
+        ("-0.0000000015", "-2n"),
+        ("0.0000000014", "1n"),
+        ("1e-12", "0"),
+        # float noise below a nano-unit must not reach the HPA, whose MilliValue() rounds up
+        ("0.30000000000000004", "300m"),
+        ("0.1", "100m"),
+        ("123.456", "123456m"),
+        ("1.000", "1"),
+    ],
+)
+def test_format_quantity(sample: str, expected: str) -> None:
+    assert format_quantity(parse_sample_value(sample)) == expected
+
+
+@pytest.mark.parametrize("sample", ["NaN", "+Inf", "-Inf", "nan", "inf"])
+def test_not_finite_values_have_no_quantity(sample: str) -> None:
+    with pytest.raises(NotFinite):
+        parse_sample_value(sample)
+
+
+def test_garbage_is_not_a_sample() -> None:
+    with pytest.raises(ValueError, match="not a number"):
+        parse_sample_value("12abc")
+
+
+@given(st.decimals(allow_nan=False, allow_infinity=False, places=9, min_value=-(10**30), max_value=10**30))
+def test_round_trip_is_exact_to_the_nano(value: Decimal) -> None:
+    text = format_quantity(value)
+    assert parse_quantity(text) == value
+    mantissa = text.rstrip("numkMGTPE")
+    assert "." not in mantissa
+    assert "e" not in mantissa
+
+
+@given(st.floats(allow_nan=False, allow_infinity=False))
+def test_any_prometheus_float_text_formats(value: float) -> None:
+    # Prometheus sends repr-like shortest text; the quantity never loses a digit of it above the nano.
+    text = format_quantity(parse_sample_value(repr(value)))
+    assert abs(parse_quantity(text) - Decimal(repr(value))) <= Decimal("0.5e-9")

@@ -1,0 +1,222 @@
+import re
+from pathlib import Path
+
+import pytest
+
+from adapter import resources
+from adapter.errors import ConfigError
+from adapter.naming import go_expand
+from adapter.rules import DEFAULT_METRICS_QUERY, load_rules, parse_rules
+from adapter.templates import Struct
+
+# A configuration in prometheus-adapter's format using every key it knows, as users write them.
+FULL_CONFIG = """
+rules:
+- seriesQuery: '{__name__=~"^container_.*",container!="POD",namespace!="",pod!=""}'
+  seriesFilters:
+  - isNot: "^container_.*_seconds_total$"
+  resources:
+    overrides:
+      namespace: {resource: "namespace"}
+      pod: {resource: "pod"}
+  name:
+    matches: "^container_(.*)_total$"
+  metricsQuery: sum(rate(<<.Series>>{<<.LabelMatchers>>}[2m])) by (<<.GroupBy>>)
+- seriesQuery: '{__name__=~"^.*_queue_length$",kube_namespace!=""}'
+  seriesFilters: []
+  resources:
+    template: "kube_<<.Group>>_<<.Resource>>"
+    overrides:
+      kube_namespace: {resource: namespaces}
+  name: {matches: "^(.*)_queue_(.*)$", as: "${1}_${2}"}
+  metricsQuery: 'sum(<<.Series>>{<<.LabelMatchers>>}) by (<<.GroupBy>>)'
+  labelValueReplacements:
+  - {find: "#", replace: "_"}
+- seriesQuery: 'http_requests_total{namespace!="",service!=""}'
+  resources:
+    template: <<.Resource>>
+  name: {matches: "^http_requests_total$", as: "requests_per_second"}
+  metricsQuery: |
+    sum(rate(<<.Series>>{<<.LabelMatchers>>}[1m])) by (<<range $i, $l := .GroupBySlice>><<if $i>>,<<end>><<$l>><<end>>)
+externalRules:
+- seriesQuery: '{__name__="queue_consumer_lag",name!=""}'
+  metricsQuery: sum(<<.Series>>{<<.LabelMatchers>>}) by (name)
+  resources:
+    overrides: { namespace: {resource: "namespace"} }
+- seriesQuery: '{__name__="queue_depth",topic!=""}'
+  metricsQuery: sum(<<.Series>>{<<.LabelMatchers>>}) by (name)
+  resources:
+    namespaced: false
+resourceRules:
+  cpu:
+    containerQuery: sum(rate(container_cpu_usage_seconds_total{<<.LabelMatchers>>}[1m])) by (<<.GroupBy>>)
+    nodeQuery: sum(rate(container_cpu_usage_seconds_total{<<.LabelMatchers>>, id='/'}[1m])) by (<<.GroupBy>>)
+    resources:
+      overrides:
+        node: {resource: node}
+    containerLabel: container
+  memory:
+    containerQuery: sum(container_memory_working_set_bytes{<<.LabelMatchers>>}) by (<<.GroupBy>>)
+    nodeQuery: sum(container_memory_working_set_bytes{<<.LabelMatchers>>,id='/'}) by (<<.GroupBy>>)
+    resources:
+      template: <<.Resource>>
+    containerLabel: container
+  window: 1m
+"""
+
+
+def test_full_prometheus_adapter_config_loads() -> None:
+    rules = parse_rules(FULL_CONFIG, "config.yaml")
+    assert len(rules.rules) == 3
+    assert len(rules.external_rules) == 2
+    cadvisor, queue, http = rules.rules
+    assert cadvisor.accepts("container_network_receive_bytes_total")
+    assert not cadvisor.accepts("container_cpu_usage_seconds_total")  # seriesFilters isNot
+    assert not cadvisor.accepts("container_memory_usage_bytes")  # the name.matches implicit filter
+    assert cadvisor.api_name("container_network_receive_bytes_total") == "network_receive_bytes"
+    assert queue.api_name("worker_queue_length") == "worker_length"
+    assert queue.resource_for_label("kube_apps_deployment") == resources.lookup("deployments", "apps")
+    assert queue.resource_for_label("kube__pod") == resources.PODS
+    assert queue.resource_for_label("kube_namespace") == resources.NAMESPACES
+    assert queue.resource_for_label("kube_apps_gizmo") is None
+    assert queue.replacements == (("#", "_"),)
+    assert http.resource_for_label("service") == resources.lookup("services")
+    assert http.resource_for_label("container") is None
+    assert http.label_for(resources.lookup("deployments", "apps")) == "deployment"  # type: ignore[arg-type]
+    assert http.namespace_label == "namespace"
+    assert rules.external_rules[0].namespaced
+    assert not rules.external_rules[1].namespaced
+
+
+@pytest.mark.parametrize(
+    ("text", "fragment"),
+    [
+        ("rulez: []", "cfg: unknown key 'rulez'"),
+        ("rules:\n- seriesQuery: up\n  seriesQuerry: x", "rules[0]: unknown key 'seriesQuerry'"),
+        ("rules:\n- seriesQuery: up\n  resources: {overides: {}}", "rules[0].resources: unknown key 'overides'"),
+        (
+            "rules:\n- seriesQuery: up\n  resources: {overrides: {pod: {resource: pod, kind: Pod}}}",
+            "rules[0].resources.overrides.pod: unknown key 'kind'",
+        ),
+        ("rules:\n- seriesQuery: up\n  name: {match: x}", "rules[0].name: unknown key 'match'"),
+        (
+            "rules:\n- seriesQuery: up\n  seriesFilters: [{matches: x}]",
+            "rules[0].seriesFilters[0]: unknown key 'matches'",
+        ),
+        ("externalRules:\n- seriesQuery: up\n  metricQuery: x", "externalRules[0]: unknown key 'metricQuery'"),
+        ("resourceRules: {cpu: {containerQueries: x}}", "resourceRules.cpu: unknown key 'containerQueries'"),
+        ("rules:\n- name: {as: x}", "rules[0]: seriesQuery is required"),
+        ("rules:\n- seriesQuery: 'sum(up)'", "rules[0].seriesQuery: unexpected character"),
+        ("rules:\n- seriesQuery: up\n  seriesFilters: [{is: a, isNot: b}]", "exactly one of 'is' and 'isNot'"),
+        ("rules:\n- seriesQuery: up\n  seriesFilters: [{is: '(unclosed'}]", "invalid regular expression"),
+        ("rules:\n- seriesQuery: up\n  name: {matches: '(a)(b)'}", "several capture groups, so name.as is required"),
+        (
+            "rules:\n- seriesQuery: up\n  metricsQuery: '<<.Serie>>'",
+            "rules[0].metricsQuery: can't evaluate field Serie",
+        ),
+        ("rules:\n- seriesQuery: up\n  metricsQuery: '<<if .Series>>'", "rules[0].metricsQuery: missing <<end>>"),
+        (
+            "rules:\n- seriesQuery: up\n  resources: {template: '<<.Kind>>'}",
+            "resources.template: can't evaluate field Kind",
+        ),
+        ("rules:\n- seriesQuery: up\n  resources: {namespaced: maybe}", "resources.namespaced: expected bool"),
+        ("rules: {seriesQuery: up}", "cfg: rules: expected list"),
+        ("rules:\n- seriesQuery: 5", "rules[0].seriesQuery: expected str"),
+        ("rules:\n- seriesQuery: up\n  seriesQuery: down", "duplicate key 'seriesQuery' at line 3"),
+        ("rules: [", "not valid YAML"),
+        ("- a\n- b", "cfg: expected dict"),
+    ],
+)
+def test_config_errors_name_the_key_and_place(text: str, fragment: str) -> None:
+    with pytest.raises(ConfigError) as e:
+        parse_rules(text, "cfg")
+    assert fragment in str(e.value)
+
+
+def test_empty_file_has_no_rules() -> None:
+    rules = parse_rules("", "empty.yaml")
+    assert rules.rules == ()
+    assert rules.external_rules == ()
+
+
+def test_missing_metrics_query_gets_the_default(caplog: pytest.LogCaptureFixture) -> None:
+    rule = parse_rules("rules:\n- seriesQuery: up{pod!=''}", "cfg").rules[0]
+    assert rule.metrics_query.text == DEFAULT_METRICS_QUERY
+    assert "no metricsQuery" in caplog.text
+
+
+def test_unknown_override_resource_loads_with_a_warning(caplog: pytest.LogCaptureFixture) -> None:
+    rule = parse_rules(
+        "rules:\n- seriesQuery: up\n  resources: {overrides: {r: {group: argoproj.io, resource: rollout}}}", "cfg"
+    ).rules[0]
+    assert rule.resource_for_label("r") is None
+    assert "rollout is not a resource this adapter knows" in caplog.text
+
+
+@pytest.mark.parametrize(
+    ("pattern", "template", "name", "expected"),
+    [
+        ("^(.*)_total$", "$1", "http_total", "http"),
+        ("^(.*)_total$", "${1}_per_second", "http_total", "http_per_second"),
+        ("^(.*)_total$", "$1_per_second", "http_total", ""),  # Go reads $1_per_second as the group "1_per_second"
+        ("^(?P<base>.*)_total$", "$base", "http_total", "http"),
+        ("^(?P<base>.*)_total$", "${base}x", "http_total", "httpx"),
+        (".*", "$0", "anything", "anything"),
+        ("^(a)$", "$$1 $2 ${nope}", "a", "$1  "),
+    ],
+)
+def test_go_expand(pattern: str, template: str, name: str, expected: str) -> None:
+    m = re.search(pattern, name)
+    assert m
+    assert go_expand(template, m) == expected
+
+
+def test_default_rules_declare_the_gpu_metrics() -> None:
+    rules = load_rules(None)
+    declared = {}
+    for rule in rules.rules:
+        d = rule.declared()
+        assert d is not None, rule.where
+        series, name, infos = d
+        for info in infos:
+            declared.setdefault((name, str(info.group_resource)), []).append(series)
+    for name in ("gpu_utilization", "gpu_memory_used", "gpu_tensor_active"):
+        for resource in ("pods", "namespaces", "nodes"):
+            assert (name, resource) in declared
+    assert {r.declared()[1] for r in rules.external_rules if r.declared()} == {  # type: ignore[index]
+        "gpu_utilization",
+        "gpu_memory_used",
+        "gpu_tensor_active",
+    }
+
+
+def test_default_pod_rules_accept_both_label_spellings() -> None:
+    rules = load_rules(None).rules
+    plain, exported = rules[0], rules[1]
+    assert plain.resource_for_label("pod") == resources.PODS
+    assert exported.resource_for_label("exported_pod") == resources.PODS
+    assert exported.namespace_label == "exported_namespace"
+    assert rules[2].resource_for_label("Hostname") == resources.NODES
+
+
+def test_load_rules_from_a_file(tmp_path: Path) -> None:
+    path = tmp_path / "config.yaml"
+    path.write_text(FULL_CONFIG)
+    rules = load_rules(path)
+    assert rules.source == str(path)
+    with pytest.raises(ConfigError, match="cannot read the rules file"):
+        load_rules(tmp_path / "absent.yaml")
+
+
+def test_metrics_query_renders_with_the_template_args() -> None:
+    rule = parse_rules(FULL_CONFIG, "cfg").rules[2]
+    text = rule.metrics_query.render(
+        Struct(
+            Series="http_requests_total",
+            LabelMatchers='namespace="ml"',
+            GroupBy="service",
+            GroupBySlice=["service", "namespace"],
+            LabelValuesByName={},
+        )
+    )
+    assert text.strip() == 'sum(rate(http_requests_total{namespace="ml"}[1m])) by (service,namespace)'
