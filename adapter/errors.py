@@ -10,6 +10,7 @@ answered with a generic 500 that carries no traceback::
     │   ├── BadRequest           400 BadRequest: malformed path, selector or parameter
     │   ├── NotFound             404 NotFound: unknown path, metric, resource or object
     │   └── MethodNotAllowed     405 MethodNotAllowed: the metrics APIs are read-only
+    ├── NotConfigured            503 ServiceUnavailable: the adapter was started without what the request needs
     └── BackendError             a backend failed; the client gets a generic message, the log gets the detail
         ├── PrometheusError      503 ServiceUnavailable: Prometheus unreachable, slow or answering errors
         │   └── QueryError       500 InternalError: Prometheus refused a query built from a rule
@@ -83,3 +84,10 @@ class KubernetesError(BackendError):
 
 class ResourceExpired(KubernetesError):
     """HTTP 410 Gone: the resourceVersion a watch started from was compacted away."""
+
+
+class NotConfigured(AdapterError):
+    """The adapter was started without what this request needs (say, a Kubernetes API for labelSelector)."""
+
+    code = 503
+    reason = "ServiceUnavailable"

@@ -1,0 +1,111 @@
+"""``gpuscale-adapter``: serve the metrics APIs (default), or ``explain`` one request from the terminal.
+
+gpuscale-adapter [serve] [flags]
+gpuscale-adapter explain [flags] [--json] /apis/custom.metrics.k8s.io/v1beta2/namespaces/ml/pods/*/gpu_utilization
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import signal
+import sys
+import urllib.parse
+from collections.abc import Sequence
+
+from aiohttp import web
+
+from adapter import tls
+from adapter.app import create_app
+from adapter.components import COMPONENTS, components
+from adapter.errors import AdapterError, ConfigError
+from adapter.explain import explain, render_text
+from adapter.settings import Settings, parse_settings, usage
+
+log = logging.getLogger("adapter")
+
+
+def _logging(verbosity: int) -> None:
+    logging.basicConfig(
+        stream=sys.stderr,
+        level=logging.DEBUG if verbosity >= 4 else logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+
+
+async def _serve(settings: Settings) -> None:
+    ssl_context = tls.server_context(settings)
+    app = create_app(settings)
+    runner = web.AppRunner(app, access_log=logging.getLogger("aiohttp.access") if settings.verbosity >= 6 else None)
+    await runner.setup()
+    try:
+        site = web.TCPSite(runner, settings.bind_address, settings.secure_port, ssl_context=ssl_context)
+        await site.start()
+        scheme = "https" if ssl_context else "http"
+        log.info("serving on %s", ", ".join(f"{scheme}://{a[0]}:{a[1]}" for a in runner.addresses))
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+
+        def reload() -> None:
+            c = app[COMPONENTS]
+            if c.rules_file.reload():
+                c.discovery.wake()
+
+        loop.add_signal_handler(signal.SIGHUP, reload)
+        await stop.wait()
+        log.info("shutting down")
+    finally:
+        await runner.cleanup()
+
+
+async def _explain(settings: Settings, target: str, as_json: bool) -> int:
+    split = urllib.parse.urlsplit(target)
+    query = dict(urllib.parse.parse_qsl(split.query, keep_blank_values=True))
+    raw_path = split.path.removeprefix("/explain")
+    async with components(settings) as c:
+        await c.discovery.relist()
+        report = await explain(c.provider, c.prometheus, raw_path, query)
+    print(json.dumps(report, indent=2) if as_json else render_text(report))
+    answer = report.get("answer")
+    return 1 if isinstance(answer, dict) and answer.get("kind") == "Status" else 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    command = args.pop(0) if args and args[0] in ("serve", "explain") else "serve"
+    if any(a in ("-h", "--help") for a in args):
+        print(__doc__)
+        print(usage())
+        return 0
+    target = ""
+    as_json = "--json" in args
+    if command == "explain":
+        args = [a for a in args if a != "--json"]
+        paths = [a for a in args if a.startswith(("/apis/", "/explain/apis/"))]
+        if len(paths) != 1:
+            print("gpuscale-adapter explain: give one request path, starting /apis/", file=sys.stderr)
+            return 2
+        target = paths[0]
+        args.remove(target)
+    try:
+        settings = parse_settings(args)
+    except ConfigError as e:
+        print(f"gpuscale-adapter: {e}", file=sys.stderr)
+        return 2
+    _logging(settings.verbosity)
+    if settings.ignored_flags:
+        log.info("accepted for compatibility, not acted on: %s", " ".join(settings.ignored_flags))
+    try:
+        if command == "explain":
+            return asyncio.run(_explain(settings, target, as_json))
+        asyncio.run(_serve(settings))
+    except ConfigError as e:
+        log.error("%s", e)
+        return 2
+    except AdapterError as e:
+        log.error("%s", e)
+        return 1
+    return 0

@@ -1,0 +1,149 @@
+"""HTTP routes: URL → provider call → JSON. Every error leaves as a Kubernetes ``Status``, never a traceback."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from typing import Any
+
+from aiohttp import web
+from aiohttp.typedefs import Handler
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from adapter import explain as explaining
+from adapter.components import COMPONENTS, Components
+from adapter.errors import AdapterError, BackendError, NotConfigured, NotFound
+from adapter.objects import (
+    api_group,
+    api_group_list,
+    api_resource_list,
+    external_value_list,
+    metric_value_list,
+    status,
+)
+from adapter.paths import NO_SUCH_PATH, CustomRequest, ExternalRequest, ResourceListRequest, parse_metrics_path
+
+log = logging.getLogger(__name__)
+
+ROUTE = web.RequestKey("route", str)
+_HTTP_REASONS = {404: "NotFound", 405: "MethodNotAllowed", 406: "NotAcceptable", 413: "RequestEntityTooLarge"}
+
+
+def _json(body: Any, code: int = 200) -> web.Response:
+    text = json.dumps(body, separators=(",", ":"), ensure_ascii=False)
+    return web.Response(body=text.encode(), status=code, content_type="application/json")
+
+
+def _status_response(code: int, reason: str, message: str) -> web.Response:
+    return _json(status(code, reason, message), code)
+
+
+@web.middleware
+async def observe(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Time every request by route kind, and turn every failure into a Status object."""
+    started = time.perf_counter()
+    try:
+        response = await handler(request)
+    except AdapterError as e:
+        if isinstance(e, BackendError) or e.code >= 500:
+            log.warning("%s %s: %s", request.method, request.path_qs, e)
+        response = _status_response(e.code, e.reason, e.client_message)
+    except web.HTTPException as e:
+        reason = _HTTP_REASONS.get(e.status, "BadRequest" if e.status < 500 else "InternalError")
+        message = NO_SUCH_PATH if e.status == 404 else f"{e.reason}: the metrics APIs answer GET requests"
+        response = _status_response(e.status, reason, message)
+    except Exception:
+        log.exception("unexpected error answering %s %s", request.method, request.path_qs)
+        response = _status_response(500, "InternalError", "an internal error occurred; see the adapter's log")
+    route = request.get(ROUTE, "other")
+    components: Components | None = request.app.get(COMPONENTS)
+    if components is not None:
+        metrics = components.metrics
+        metrics.request_seconds.labels(route, str(response.status)).observe(time.perf_counter() - started)
+        if response.status >= 400:
+            reason = _HTTP_REASONS.get(response.status) or ("BadRequest" if response.status < 500 else "ServerError")
+            metrics.errors.labels(route, reason).inc()
+    return response
+
+
+def _components(request: web.Request) -> Components:
+    return request.app[COMPONENTS]
+
+
+async def apis(request: web.Request) -> web.Response:
+    request[ROUTE] = "discovery"
+    return _json(api_group_list(_components(request).provider.served_groups()))
+
+
+async def group(request: web.Request) -> web.Response:
+    request[ROUTE] = "discovery"
+    name = request.match_info["group"]
+    if name not in _components(request).provider.served_groups():
+        raise NotFound(NO_SUCH_PATH)
+    return _json(api_group(name))
+
+
+async def metrics_api(request: web.Request) -> web.Response:
+    request[ROUTE] = "discovery"
+    c = _components(request)
+    req = parse_metrics_path(request.rel_url.raw_path, request.query)
+    if isinstance(req, ResourceListRequest):
+        if req.group not in c.provider.served_groups():
+            raise NotFound(NO_SUCH_PATH)
+        entries = c.provider.resource_entries(req.group)
+        if not entries:
+            # an empty resources list makes client-go (>= 0.26) report errors for the whole group on every call
+            raise NotConfigured("no metrics discovered yet: the rules matched no series in Prometheus")
+        return _json(api_resource_list(req.group, req.version, entries))
+    if isinstance(req, CustomRequest):
+        request[ROUTE] = "custom_object" if req.name is not None else "custom_wildcard"
+        return _json(metric_value_list(req.version, await c.provider.custom(req)))
+    assert isinstance(req, ExternalRequest)
+    request[ROUTE] = "external"
+    return _json(external_value_list(req.version, await c.provider.external(req)))
+
+
+async def explain(request: web.Request) -> web.Response:
+    request[ROUTE] = "explain"
+    c = _components(request)
+    raw = request.rel_url.raw_path.removeprefix("/explain")
+    return _json(await explaining.explain(c.provider, c.prometheus, raw, request.query))
+
+
+async def livez(request: web.Request) -> web.Response:
+    request[ROUTE] = "health"
+    return web.Response(text="ok")
+
+
+async def readyz(request: web.Request) -> web.Response:
+    request[ROUTE] = "health"
+    if not _components(request).discovery.attempted:
+        return web.Response(status=503, text="[-]discovery: no relist has run yet\nreadyz check failed")
+    return web.Response(text="ok")
+
+
+async def self_metrics(request: web.Request) -> web.Response:
+    request[ROUTE] = "metrics"
+    body = generate_latest(_components(request).metrics.registry)
+    return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+
+async def openapi(request: web.Request) -> web.Response:
+    # kube-apiserver skips an aggregated server's OpenAPI on a 404 (a 500 would fill its log)
+    request[ROUTE] = "openapi"
+    raise NotFound(NO_SUCH_PATH)
+
+
+def add_routes(app: web.Application) -> None:
+    r = app.router
+    r.add_get("/apis", apis)
+    r.add_get("/apis/", apis)
+    r.add_get("/apis/{group}", group)
+    r.add_get("/apis/{group}/{version}{tail:(/.*)?}", metrics_api)
+    r.add_get("/explain/{tail:.*}", explain)
+    r.add_get("/healthz", livez)
+    r.add_get("/livez", livez)
+    r.add_get("/readyz", readyz)
+    r.add_get("/metrics", self_metrics)
+    r.add_get("/openapi/{tail:.*}", openapi)

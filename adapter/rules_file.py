@@ -1,0 +1,63 @@
+"""The rules in force, reloaded when their file changes; a broken edit is refused and the old rules stay."""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+
+from adapter.errors import ConfigError
+from adapter.rules import RuleSet, load_rules
+from adapter.self_metrics import AdapterMetrics
+
+log = logging.getLogger(__name__)
+
+
+class RulesFile:
+    def __init__(self, path: Path | None, metrics: AdapterMetrics) -> None:
+        self.path = path
+        self.metrics = metrics
+        self._stamp = self._stat()
+        self.rules: RuleSet = load_rules(path)
+        self.last_error: str | None = None
+
+    def _stat(self) -> tuple[int, int, int] | None:
+        if self.path is None:
+            return None
+        try:
+            # a ConfigMap update swaps a symlink: stat follows it, so the inode changes too
+            st = os.stat(self.path)
+        except OSError:
+            return None
+        return (st.st_ino, st.st_mtime_ns, st.st_size)
+
+    def reload_if_changed(self) -> bool:
+        """Reload when the file changed since the last look; True when new rules took effect."""
+        stamp = self._stat()
+        if stamp == self._stamp:
+            return False
+        self._stamp = stamp
+        return self.reload()
+
+    def reload(self) -> bool:
+        if self.path is None:
+            return False
+        try:
+            rules = load_rules(self.path)
+        except ConfigError as e:
+            self.last_error = str(e)
+            self.metrics.config_reloads.labels("error").inc()
+            log.error("rules file %s not reloaded, keeping the rules in force: %s", self.path, e)
+            return False
+        self.last_error = None
+        if rules.digest == self.rules.digest:
+            return False
+        self.rules = rules
+        self.metrics.config_reloads.labels("success").inc()
+        log.info(
+            "rules file %s reloaded: %d rules, %d external rules",
+            self.path,
+            len(rules.rules),
+            len(rules.external_rules),
+        )
+        return True

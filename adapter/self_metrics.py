@@ -1,0 +1,85 @@
+"""The adapter's own metrics, served on ``/metrics``.
+
+Each app gets its own registry, so several apps in one process (tests, the benchmark) never share counters.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+_LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+
+
+class AdapterMetrics:
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry or CollectorRegistry(auto_describe=True)
+        r = self.registry
+        p = "gpuscale_adapter"
+        self.request_seconds = Histogram(
+            f"{p}_request_duration_seconds",
+            "Time to answer an HTTP request, by route kind and status code.",
+            ["route", "code"],
+            buckets=_LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.errors = Counter(
+            f"{p}_errors",
+            "Requests answered with an error Status, by route kind and reason.",
+            ["route", "reason"],
+            registry=r,
+        )
+        self.prometheus_seconds = Histogram(
+            f"{p}_prometheus_request_duration_seconds",
+            "Time Prometheus took to answer, by API endpoint (query, labels, label_values).",
+            ["endpoint"],
+            buckets=_LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.prometheus_errors = Counter(
+            f"{p}_prometheus_errors",
+            "Failed Prometheus requests, by endpoint and kind (unreachable, timeout, refused, bad_answer).",
+            ["endpoint", "kind"],
+            registry=r,
+        )
+        self.cache_requests = Counter(
+            f"{p}_query_cache_requests",
+            "Value lookups by outcome: hit (cached), shared (joined an identical query in flight), miss.",
+            ["result"],
+            registry=r,
+        )
+        self.dropped_samples = Counter(
+            f"{p}_dropped_samples",
+            "Samples Prometheus returned that had no quantity form (NaN, Inf), by reason.",
+            ["reason"],
+            registry=r,
+        )
+        self.discovery_runs = Counter(
+            f"{p}_discovery_runs", "Relists of the series names in Prometheus, by result.", ["result"], registry=r
+        )
+        self.discovery_last_success = Gauge(
+            f"{p}_discovery_last_success_timestamp_seconds", "When a relist last succeeded.", registry=r
+        )
+        self.discovered_metrics = Gauge(
+            f"{p}_discovered_metrics", "Metrics served, by API (custom, external).", ["api"], registry=r
+        )
+        self.config_reloads = Counter(
+            f"{p}_config_reloads", "Reloads of the rules file, by result.", ["result"], registry=r
+        )
+        self.kube_objects = Gauge(
+            f"{p}_kube_cache_objects", "Objects held by the metadata cache, by resource.", ["resource"], registry=r
+        )
+        self.kube_synced = Gauge(
+            f"{p}_kube_cache_synced", "1 once the metadata cache has listed the resource.", ["resource"], registry=r
+        )
+        self.kube_live_lists = Counter(
+            f"{p}_kube_live_lists",
+            "LIST requests made while answering (before the cache synced, or for uncached resources).",
+            ["resource"],
+            registry=r,
+        )
+        self.kube_watch_restarts = Counter(
+            f"{p}_kube_watch_restarts",
+            "Watch restarts, by resource and reason (expired: 410 Gone, closed, error).",
+            ["resource", "reason"],
+            registry=r,
+        )

@@ -1,0 +1,123 @@
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aiohttp import web
+from aiohttp.test_utils import TestClient
+
+from adapter.app import create_app
+from adapter.components import COMPONENTS, Components
+from adapter.prometheus import PrometheusConfig
+from adapter.settings import Settings
+from tests.adapter.series import FB, GPU, TENSOR, Exporter, exposition
+from tests.fakes.kube_apiserver import FakeKubeAPIServer
+from tests.support.prometheus import Prometheus, run_prometheus
+
+AiohttpClient = Callable[[web.Application], Awaitable[TestClient[web.Request, web.Application]]]
+
+
+@pytest.fixture(scope="session")
+def exporter() -> Iterator[Exporter]:
+    with Exporter(exposition()) as e:
+        yield e
+
+
+@pytest.fixture(scope="session")
+def prometheus(tmp_path_factory: pytest.TempPathFactory, exporter: Exporter) -> Iterator[Prometheus]:
+    with run_prometheus(tmp_path_factory.mktemp("prometheus"), scrape_targets=[exporter.target]) as prom:
+        for name in (GPU, FB, TENSOR, "queue_depth", "weird_value", "big_value"):
+            prom.wait_for(f"{name}")
+        yield prom
+
+
+def populate(kube: FakeKubeAPIServer) -> None:
+    """The cluster the series describe."""
+    kube.put("namespaces", "ml", {"team": "ml"})
+    kube.put("namespaces", "serving", {"team": "inference"})
+    kube.put("namespaces", "gpu-system", {"team": "platform"})
+    for node, labels in {"node-a": {"pool": "train"}, "node-b": {"pool": "train"}, "node-c": {"pool": "infer"}}.items():
+        kube.put("nodes", node, labels)
+    kube.put("nodes", "node-d", {"pool": "broken"})
+    for pod, labels in {
+        "trainer-0": {"app": "trainer"},
+        "trainer-1": {"app": "trainer"},
+        "broken-0": {"app": "trainer"},
+        "other-0": {"app": "other"},
+        "share-a": {"app": "share"},
+        "share-b": {"app": "share"},
+    }.items():
+        kube.put("pods", pod, labels, namespace="ml")
+    kube.put("pods", "infer-0", {"app": "infer"}, namespace="serving")
+
+
+@pytest.fixture
+async def kube() -> AsyncIterator[FakeKubeAPIServer]:
+    fake = FakeKubeAPIServer()
+    populate(fake)
+    await fake.start()
+    yield fake
+    await fake.stop()
+
+
+def settings_for(prometheus_url: str, kubeconfig: Path | None, **overrides: Any) -> Settings:
+    fields: dict[str, Any] = {
+        "prometheus": PrometheusConfig(url=prometheus_url, timeout=5.0),
+        "lister_kubeconfig": kubeconfig,
+        "insecure_serve_http": True,
+        **overrides,
+    }
+    return Settings(**fields)
+
+
+async def wait_until(check: Callable[[], bool], within: float = 10.0, what: str = "condition") -> None:
+    """Poll ``check`` until true; the state lives in other processes and sockets, so there is no event to await."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + within
+    while True:
+        if check():
+            return
+        if loop.time() > deadline:
+            raise AssertionError(f"gave up waiting for {what} after {within}s")
+        await asyncio.sleep(0.02)
+
+
+class Adapter:
+    """A running adapter app and an HTTP client to it."""
+
+    def __init__(self, client: TestClient[web.Request, web.Application]) -> None:
+        self.client = client
+
+    @property
+    def components(self) -> Components:
+        return self.client.app[COMPONENTS]
+
+    async def get(self, path: str, status: int = 200, **params: str) -> Any:
+        resp = await self.client.get(path, params=params or None)
+        body = await resp.json()
+        assert resp.status == status, body
+        assert resp.content_type == "application/json"
+        return body
+
+
+@pytest.fixture
+def make_adapter(aiohttp_client: AiohttpClient) -> Callable[..., Awaitable[Adapter]]:
+    async def make(settings: Settings) -> Adapter:
+        client = await aiohttp_client(create_app(settings))
+        adapter = Adapter(client)
+        if adapter.components.objects.api is not None:
+            await wait_until(lambda: adapter.components.objects.synced, what="metadata cache synced")
+        return adapter
+
+    return make
+
+
+@pytest.fixture
+async def adapter(
+    kube: FakeKubeAPIServer, prometheus: Prometheus, make_adapter: Callable[..., Awaitable[Adapter]], tmp_path: Path
+) -> Adapter:
+    # kube comes first so that it is torn down after the adapter, whose reflectors talk to it
+    return await make_adapter(settings_for(prometheus.url, kube.kubeconfig(tmp_path / "kubeconfig")))
