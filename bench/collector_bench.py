@@ -110,9 +110,15 @@ def main() -> None:
     cases = [(f"simulated x{n}", ["--simulate-gpus", n]) for n in args.simulate.split(",") if n]
     if args.real:
         cases.append(("real NVML", []))
-    print(f"machine: {platform.machine()}, {os.cpu_count()} CPUs, {platform.platform()}, Python {platform.python_version()}")
+    print(
+        f"machine: {platform.machine()}, {os.cpu_count()} CPUs, {platform.platform()}, "
+        f"Python {platform.python_version()}"
+    )
     print(f"{args.requests} sequential scrapes on one keep-alive connection; collection interval 1 s\n")
-    print("| case | GPUs | DCGM series | /metrics p50 (ms) | /metrics p99 (ms) | CPU per cycle (ms) | CPU at 1 s interval | body (bytes) |")
+    print(
+        "| case | GPUs | DCGM series | /metrics p50 (ms) | /metrics p99 (ms) | CPU per cycle (ms) "
+        "| CPU at 1 s interval | body (bytes) |"
+    )
     print("|---|---|---|---|---|---|---|---|")
     for label, extra in cases:
         r = run_case(label, extra, args.requests, args.collect_seconds)

@@ -71,6 +71,7 @@ def build_collection(settings: Settings, nvml: Any, simulated: bool) -> Collecti
         nvml,
         settings.collectors,
         interval=settings.interval,
+        slow_interval=settings.slow_interval,
         common_labels=common,
         replace_blanks=settings.replace_blanks,
         help_prefix=SIMULATED_HELP if simulated else "",

@@ -64,6 +64,7 @@ class Collection:
         counters_path: str | None,
         *,
         interval: float = 1.0,
+        slow_interval: float = 10.0,
         common_labels: Labels = (),
         replace_blanks: bool = False,
         help_prefix: str = "",
@@ -71,7 +72,7 @@ class Collection:
         extra_families: Callable[[], list[Family]] | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        self._reader = NvmlReader(nvml)
+        self._reader = NvmlReader(nvml, slow_every=max(1, round(slow_interval / interval)))
         self._counters_path = counters_path
         self.counters: Counters = counters_file.load(counters_path)
         self._counters_mtime = self._mtime()

@@ -58,7 +58,7 @@ def parse(text: str, source: str) -> Counters:
         if not stripped or stripped.startswith("#"):
             continue
         try:
-            record = next(csv.reader(io.StringIO(stripped), skipinitialspace=True))
+            record = next(csv.reader(io.StringIO(stripped), skipinitialspace=True, strict=True))
         except csv.Error as e:
             raise ConfigError(f"{source}:{lineno}: cannot parse {stripped!r}: {e}") from e
         record = [part.strip() for part in record]
@@ -70,8 +70,7 @@ def parse(text: str, source: str) -> Counters:
         help_text = ", ".join(record[2:])
         if type_name not in _TYPES:
             raise ConfigError(
-                f"{source}:{lineno}: unknown type {record[1]!r} for {name}; "
-                f"expected one of {', '.join(sorted(_TYPES))}"
+                f"{source}:{lineno}: unknown type {record[1]!r} for {name}; expected one of {', '.join(sorted(_TYPES))}"
             )
         if name in seen:
             warnings.append(f"{source}:{lineno}: {name} is listed again; the first entry is used")

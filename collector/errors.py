@@ -1,8 +1,8 @@
 """The collector's own exceptions.
 
-    CollectorError
-    ├── ConfigError        a flag, environment variable or counters file is wrong; the message names which and why
-    └── NvmlUnavailable    NVML could not start (no driver, no library); the process stays up and retries
+CollectorError
+├── ConfigError        a flag, environment variable or counters file is wrong; the message names which and why
+└── NvmlUnavailable    NVML could not start (no driver, no library); the process stays up and retries
 """
 
 

@@ -34,6 +34,7 @@ def _escape_help(value: str) -> str:
 
 
 def format_value(value: float) -> str:
+    value = float(value)
     if math.isnan(value):
         return "NaN"
     if math.isinf(value):

@@ -6,6 +6,7 @@ previous one, so the first read after start returns nothing.
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 from .fields import GPM_METRICS, Values
@@ -59,7 +60,5 @@ class GpmSampler:
 
     def close(self) -> None:
         for sample in self._samples:
-            try:
+            with contextlib.suppress(self._nvml.NVMLError):
                 self._nvml.nvmlGpmSampleFree(sample)
-            except self._nvml.NVMLError:
-                pass

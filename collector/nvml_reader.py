@@ -7,13 +7,14 @@ cycle; a lost GPU costs that GPU's series for this cycle while the others keep f
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
 from .errors import NvmlUnavailable
-from .fields import FIELDS, GPM, READINGS, XID, Values
+from .fields import FIELDS, GPM, NVLINK_FIELDS, READINGS, SLOW_READINGS, XID, Values
 from .gpm import GpmSampler, gpm_supported
 from .xid import XidWatcher
 
@@ -60,12 +61,15 @@ class _Device:
         self.info = info
         self.handle = handle
         self.unsupported: dict[str, str] = {}
+        self.slow_values: dict[str, Values] = {}
         self.gpm: GpmSampler | None = None
         self.xid: XidWatcher | None = None
         if gpm_supported(nvml, handle):
             self.gpm = GpmSampler(nvml, handle)
         else:
             self.unsupported.update(dict.fromkeys(_fields_of(GPM), "GPM not supported on this GPU or driver"))
+        if not _has_active_nvlink(nvml, handle):
+            self.unsupported.update(dict.fromkeys(NVLINK_FIELDS, "no active NVLink link"))
         try:
             self.xid = XidWatcher(nvml, handle)
         except nvml.NVMLError as e:
@@ -76,6 +80,16 @@ class _Device:
             self.gpm.close()
         if self.xid is not None:
             self.xid.close()
+
+
+def _has_active_nvlink(nvml: Any, handle: Any) -> bool:
+    for link in range(nvml.NVML_NVLINK_MAX_LINKS):
+        try:
+            if nvml.nvmlDeviceGetNvLinkState(handle, link) == nvml.NVML_FEATURE_ENABLED:
+                return True
+        except nvml.NVMLError:
+            continue
+    return False
 
 
 def _fields_of(reading: str) -> list[str]:
@@ -89,8 +103,10 @@ def _text(value: Any) -> str:
 class NvmlReader:
     """Owns the NVML session: start, enumerate GPUs, read the requested fields of every GPU each cycle."""
 
-    def __init__(self, nvml: Any) -> None:
+    def __init__(self, nvml: Any, slow_every: int = 10) -> None:
         self._nvml = nvml
+        self._slow_every = max(1, slow_every)
+        self._cycle = 0
         self._devices: list[_Device] = []
         self.driver_version = ""
         self._reported: set[tuple[int, str]] = set()
@@ -145,10 +161,8 @@ class NvmlReader:
         for device in self._devices:
             device.close()
         self._devices = []
-        try:
+        with contextlib.suppress(self._nvml.NVMLError):
             self._nvml.nvmlShutdown()
-        except self._nvml.NVMLError:
-            pass
 
     def read(self, fields: frozenset[str]) -> CycleResult:
         by_reading: dict[str, frozenset[str]] = {}
@@ -157,14 +171,16 @@ class NvmlReader:
             if spec is not None:
                 by_reading[spec.reading] = by_reading.get(spec.reading, frozenset()) | {name}
         result = CycleResult()
+        refresh_slow = self._cycle % self._slow_every == 0
+        self._cycle += 1
         for device in self._devices:
-            values = self._read_device(device, by_reading, result)
+            values = self._read_device(device, by_reading, result, refresh_slow)
             if values is not None:
                 result.readings.append(DeviceReading(device.info, values))
         return result
 
     def _read_device(
-        self, device: _Device, by_reading: dict[str, frozenset[str]], result: CycleResult
+        self, device: _Device, by_reading: dict[str, frozenset[str]], result: CycleResult, refresh_slow: bool
     ) -> Values | None:
         nvml = self._nvml
         gpu = str(device.info.index)
@@ -173,8 +189,14 @@ class NvmlReader:
             todo = wanted - device.unsupported.keys()
             if not todo:
                 continue
+            got: Values | None
             try:
-                got = self._call(device, reading, todo)
+                if reading in SLOW_READINGS and not refresh_slow and reading in device.slow_values:
+                    got = device.slow_values[reading]
+                else:
+                    got = self._call(device, reading, todo)
+                    if reading in SLOW_READINGS and got is not None:
+                        device.slow_values[reading] = got
             except nvml.NVMLError as e:
                 kind = error_kind(nvml, e)
                 if e.value in (nvml.NVML_ERROR_NOT_SUPPORTED, nvml.NVML_ERROR_NO_PERMISSION):

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
-from .exposition import Family
+from .exposition import Family, Labels
 
 PREFIX = "gpuscale_collector_"
 
@@ -67,11 +67,16 @@ def self_families(stats: SelfStats, unsupported: dict[tuple[int, str], str], gpu
         ),
     ]
     if stats.errors:
-        samples = tuple(
+        samples: tuple[tuple[Labels, float], ...] = tuple(
             ((("gpu", gpu), ("kind", kind)), float(n)) for (gpu, kind), n in sorted(stats.errors.items())
         )
         families.append(
-            Family(PREFIX + "errors_total", "counter", "NVML errors by GPU (empty: not GPU-specific) and kind.", samples)
+            Family(
+                PREFIX + "errors_total",
+                "counter",
+                "NVML errors by GPU (empty: not GPU-specific) and kind.",
+                samples,
+            )
         )
     if unsupported:
         samples = tuple(

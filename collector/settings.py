@@ -59,6 +59,7 @@ class Settings:
     host: str
     port: int
     interval: float
+    slow_interval: float
     kubernetes: bool
     gpu_id_type: str
     pod_resources_socket: str
@@ -137,7 +138,7 @@ class _Builder:
                 *flags, nargs="?", const=True, default=value, type=_bool, help=text, metavar="BOOL"
             )
         else:
-            self.parser.add_argument(*flags, default=value, type=type, help=text)
+            self.parser.add_argument(*flags, default=value, type=type or str, help=text)
 
 
 def build_parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
@@ -157,6 +158,11 @@ def build_parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
     b.add(
         "-c", "--collect-interval", default=1000, type=_int_range(100, 3_600_000), dcgm_env="DCGM_EXPORTER_INTERVAL",
         help="collection interval in milliseconds",
+    )  # fmt: skip
+    b.add(
+        "--slow-fields-interval", default=10000, type=_int_range(100, 3_600_000),
+        help="interval in milliseconds for fields that change slowly (energy, ECC, remapped rows, PCIe replays, "
+        "power limit); their last values are served in between",
     )  # fmt: skip
     b.add(
         "-k", "--kubernetes", default=False, type=_bool, flag_only_bool=True, dcgm_env="DCGM_EXPORTER_KUBERNETES",
@@ -232,8 +238,10 @@ def parse_settings(argv: Sequence[str] | None = None, env: Mapping[str, str] | N
     parser = build_parser(env)
     args = parser.parse_args(argv)
     if args.web_config_file:
-        parser.error("--web-config-file: TLS and basic auth on /metrics are not supported yet; serve it plainly "
-                     "inside the cluster network or put a proxy in front")
+        parser.error(
+            "--web-config-file: TLS and basic auth on /metrics are not supported yet; serve it plainly "
+            "inside the cluster network or put a proxy in front"
+        )
     host, port = args.address
     ignored = []
     for flags, env_name in IGNORED_DCGM_FLAGS.items():
@@ -247,6 +255,7 @@ def parse_settings(argv: Sequence[str] | None = None, env: Mapping[str, str] | N
         host=host,
         port=port,
         interval=args.collect_interval / 1000.0,
+        slow_interval=args.slow_fields_interval / 1000.0,
         kubernetes=args.kubernetes,
         gpu_id_type=args.kubernetes_gpu_id_type,
         pod_resources_socket=args.pod_resources_kubelet_socket,

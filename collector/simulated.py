@@ -83,7 +83,8 @@ class SimulatedNvml:
     # -- helpers -----------------------------------------------------------------------------------------------
 
     def _gpu(self, handle: Any) -> _Gpu:
-        return self._gpus[handle.index]
+        gpu: _Gpu = self._gpus[handle.index]
+        return gpu
 
     def _now(self) -> float:
         return self._clock() - self._start
@@ -166,6 +167,9 @@ class SimulatedNvml:
     def nvmlDeviceGetFanSpeed(self, handle: Any) -> int:
         raise self._not_supported()  # the H200 has no fan of its own
 
+    def nvmlDeviceGetNvLinkState(self, handle: Any, link: int) -> int:
+        raise self._not_supported()  # a single simulated GPU has no NVLink, like the H200 it imitates
+
     def nvmlDeviceGetPcieReplayCounter(self, handle: Any) -> int:
         return 0
 
@@ -187,9 +191,7 @@ class SimulatedNvml:
             if field_id == pynvml.NVML_FI_DEV_MEMORY_TEMP:
                 value = SimpleNamespace(dVal=0.0, uiVal=0, ulVal=0, ullVal=0, sllVal=0, siVal=0, usVal=0)
                 value.uiVal = round(30 + 35 * self.load(handle))
-                out.append(
-                    SimpleNamespace(fieldId=field_id, nvmlReturn=0, valueType=1, value=value)
-                )
+                out.append(SimpleNamespace(fieldId=field_id, nvmlReturn=0, valueType=1, value=value))
             else:  # NVLink counters: a single simulated GPU has no NVLink, like the H200 it imitates
                 out.append(
                     SimpleNamespace(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 # A burst of events larger than this is drained over several cycles rather than stalling one.
@@ -35,7 +36,5 @@ class XidWatcher:
         return self.last_xid
 
     def close(self) -> None:
-        try:
+        with contextlib.suppress(self._nvml.NVMLError):
             self._nvml.nvmlEventSetFree(self._events)
-        except self._nvml.NVMLError:
-            pass

@@ -1,4 +1,4 @@
-"""Run a load for a duration at a duty cycle: busy for duty×period, idle for the rest, period after period."""
+"""Run a load for a duration at a duty cycle: busy for dutyxperiod, idle for the rest, period after period."""
 
 from __future__ import annotations
 
@@ -20,7 +20,9 @@ class LoadSpec:
     period: float = 0.1
 
 
-def run_load(spec: LoadSpec, progress: TextIO | None = None, stop: Callable[[], bool] = lambda: False) -> dict[str, Any]:
+def run_load(
+    spec: LoadSpec, progress: TextIO | None = None, stop: Callable[[], bool] = lambda: False
+) -> dict[str, Any]:
     kind = KINDS[spec.kind]
     torch, device = open_device(kind, spec.size, spec.gpu)
     step = kind.build(torch, device, spec.size)

@@ -18,7 +18,7 @@ from typing import Any
 from .runner import LoadSpec, run_load
 from .workloads import KINDS, open_device
 
-_SAMPLE = re.compile(r'^([A-Za-z_:][\w:]*)\{([^}]*)\} (\S+)$')
+_SAMPLE = re.compile(r"^([A-Za-z_:][\w:]*)\{([^}]*)\} (\S+)$")
 _LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
 
 
@@ -40,12 +40,15 @@ def _above(limit: float) -> tuple[str, Callable[[float, float], bool]]:
 
 
 def expectations(kind: str, duty: float) -> list[Expectation]:
-    def exp(series: str, idle: tuple[str, Callable[[float], bool]],
-            loaded: tuple[str, Callable[[float, float], bool]]) -> Expectation:
+    def exp(
+        series: str,
+        idle: tuple[str, Callable[[float], bool]],
+        loaded: tuple[str, Callable[[float, float], bool]],
+    ) -> Expectation:
         return Expectation(series, idle[0], loaded[0], idle[1], loaded[1])
 
     more_than_idle: tuple[str, Callable[[float, float], bool]] = ("> idle", lambda v, idle: v > idle)
-    power: tuple[str, Callable[[float, float], bool]] = ("> 1.3 × idle", lambda v, idle: v > 1.3 * idle)
+    power: tuple[str, Callable[[float, float], bool]] = ("> 1.3 x idle", lambda v, idle: v > 1.3 * idle)
     common = [
         exp("DCGM_FI_DEV_GPU_UTIL", _below(10), _above(80 * duty)),
         exp("DCGM_FI_PROF_GR_ENGINE_ACTIVE", _below(0.05), _above(0.8 * duty)),
@@ -119,8 +122,17 @@ def judge(kind: str, duty: float, idle: list[dict[str, float]], loaded: list[dic
             why = f"idle {i:.4g} not {e.idle}"
         elif not e.check_loaded(v, i):
             why = f"loaded {v:.4g} not {e.loaded}"
-        rows.append({"series": e.series, "expected_idle": e.idle, "idle": i, "expected_loaded": e.loaded,
-                     "loaded": v, "ok": not why, "why": why})
+        rows.append(
+            {
+                "series": e.series,
+                "expected_idle": e.idle,
+                "idle": i,
+                "expected_loaded": e.loaded,
+                "loaded": v,
+                "ok": not why,
+                "why": why,
+            }
+        )
     return Verdict(rows)
 
 

@@ -33,27 +33,31 @@ def _gemm(dtype_name: str) -> Callable[[Any, Any, int], Callable[[], None]]:
     return build
 
 
+def _fma_kernel(torch: Any, device: Any, n: int, dtype_name: str) -> Callable[[], None]:
+    """Chains of dependent multiply-adds on CUDA cores: compute-bound, no tensor cores, no memory traffic to speak of.
+
+    Elementwise PyTorch ops are memory-bound (on an H200 they kept the fp32 pipe 2 % busy), so this is a Triton
+    kernel, which PyTorch's CUDA builds carry.
+    """
+    try:
+        import triton
+
+        from .kernels import fma_loop
+    except ImportError as e:
+        raise LoadError(f"the {dtype_name} kind needs Triton, which CUDA builds of PyTorch include") from e
+
+    count = 132 * 2048 * 8
+    x = torch.rand(count, device=device, dtype=getattr(torch, dtype_name))
+    grid = (triton.cdiv(count, 1024),)
+    return lambda: fma_loop[grid](x, count, iters=2048, block=1024)
+
+
 def _fp32(torch: Any, device: Any, n: int) -> Callable[[], None]:
-    # Plain FMAs on CUDA cores: addcmul keeps the fp32 pipe busy without touching tensor cores (no matmul).
-    x = torch.randn(n * n, device=device, dtype=torch.float32)
-    y = torch.randn(n * n, device=device, dtype=torch.float32)
-
-    def step() -> None:
-        for _ in range(8):
-            x.addcmul_(y, y, value=1e-6)
-
-    return step
+    return _fma_kernel(torch, device, n, "float32")
 
 
 def _fp64(torch: Any, device: Any, n: int) -> Callable[[], None]:
-    x = torch.randn(n * n, device=device, dtype=torch.float64)
-    y = torch.randn(n * n, device=device, dtype=torch.float64)
-
-    def step() -> None:
-        for _ in range(8):
-            x.addcmul_(y, y, value=1e-6)
-
-    return step
+    return _fma_kernel(torch, device, n, "float64")
 
 
 def _memory(torch: Any, device: Any, n: int) -> Callable[[], None]:
@@ -67,8 +71,8 @@ KINDS: dict[str, Kind] = {
     for k in [
         Kind("gemm-bf16", "bf16 matrix products on tensor cores", lambda n: 3 * n * n * 2, _gemm("bfloat16")),
         Kind("gemm-fp16", "fp16 matrix products on tensor cores", lambda n: 3 * n * n * 2, _gemm("float16")),
-        Kind("fp32", "fp32 multiply-adds on CUDA cores", lambda n: 2 * n * n * 4, _fp32),
-        Kind("fp64", "fp64 multiply-adds on CUDA cores", lambda n: 2 * n * n * 8, _fp64),
+        Kind("fp32", "fp32 multiply-adds on CUDA cores", lambda n: 132 * 2048 * 8 * 4, _fp32),
+        Kind("fp64", "fp64 multiply-adds on CUDA cores", lambda n: 132 * 2048 * 8 * 8, _fp64),
         Kind("memory", "device-to-device copies (memory bandwidth)", lambda n: 2 * n * n * 4, _memory),
     ]
 }

@@ -61,6 +61,8 @@ def encode(obj: Any) -> Any:
         return {k: encode(v) for k, v in vars(obj).items()}
     if hasattr(obj, "value"):
         return encode(obj.value)
+    if hasattr(obj, "__dict__"):  # pynvml's nvmlFriendlyObject (process lists)
+        return {k: encode(v) for k, v in vars(obj).items()}
     return repr(obj)
 
 
@@ -171,8 +173,10 @@ class ReplayNvml:
 
     c_nvmlGpmMetricsGet_t = _MetricsGet
 
-    def __init__(self, trace: dict[str, Any], phase: str = "idle") -> None:
+    def __init__(self, trace: dict[str, Any], phase: str = "idle", gpus: int | None = None) -> None:
+        """``gpus`` above the recorded count makes copies of the recorded GPU 0 (with UUIDs of their own)."""
         self.meta: dict[str, Any] = trace["meta"]
+        self.gpus = gpus
         self._outcomes: dict[tuple[str, str, str], list[dict[str, Any]]] = defaultdict(list)
         for entry in trace["calls"]:
             self._outcomes[(entry["phase"], entry["call"], json.dumps(entry["args"]))].append(entry)
@@ -184,8 +188,8 @@ class ReplayNvml:
         self.initialised = False
 
     @classmethod
-    def load(cls, name: str = "h200", phase: str = "idle") -> ReplayNvml:
-        return cls(json.loads((TRACE_DIR / f"{name}.json").read_text()), phase)
+    def load(cls, name: str = "h200", phase: str = "idle", gpus: int | None = None) -> ReplayNvml:
+        return cls(json.loads((TRACE_DIR / f"{name}.json").read_text()), phase, gpus)
 
     # -- fault injection -------------------------------------------------------------------------------------
 
@@ -225,7 +229,17 @@ class ReplayNvml:
             sample.gpu = args[0].name if name == "nvmlGpmSampleGet" else f"{args[0].name}/gi{args[1]}"
         if name == "nvmlGpmMetricsGet":
             return self._metrics_get(args[0])
+        if self.gpus is not None:
+            if name == "nvmlDeviceGetCount":
+                return self.gpus
+            if name == "nvmlDeviceGetHandleByIndex":
+                if not 0 <= args[0] < self.gpus:
+                    raise pynvml.NVMLError(pynvml.NVML_ERROR_INVALID_ARGUMENT)
+                return _Token(name=f"gpu{args[0]}")
         key = [self._arg(a) for a in args]
+        clone = key[0] if key and isinstance(key[0], str) and key[0].startswith("gpu") else None
+        if clone is not None:
+            key[0] = "gpu0" + clone[clone.index("/") :] if "/" in clone else "gpu0"
         if name in _VOLATILE_ARGS:
             del key[_VOLATILE_ARGS[name]]
         key += [[k, encode(v)] for k, v in sorted(kwargs.items())]
@@ -233,10 +247,16 @@ class ReplayNvml:
         if "error" in entry:
             raise pynvml.NVMLError(entry["error"])
         result = entry["result"]
+        if clone not in (None, "gpu0") and name in ("nvmlDeviceGetUUID", "nvmlDeviceGetMinorNumber"):
+            n = int(clone.split("/")[0][3:])  # type: ignore[union-attr]
+            return f"{result[:-2]}{n:02d}" if name == "nvmlDeviceGetUUID" else n
+        if clone not in (None, "gpu0") and name == "nvmlDeviceGetPciInfo":
+            n = int(clone.split("/")[0][3:])  # type: ignore[union-attr]
+            return decode({**result, "busId": f"00000000:{0x19 + n:02X}:00.0"})
         if name in ("nvmlDeviceGetHandleByIndex", "nvmlDeviceGetMigDeviceHandleByIndex"):
             return _Token(name=result)
         if name in MONOTONIC:
-            return self._monotonic((name, json.dumps(key)), entry, result)
+            return self._monotonic((name, json.dumps([clone, *key])), entry, result)
         return decode(result)
 
     def _next(self, key: tuple[str, str, str]) -> dict[str, Any]:
@@ -265,8 +285,15 @@ class ReplayNvml:
     def _metrics_get(self, request: Any) -> Any:
         ids = [request.metrics[i].metricId for i in range(request.numMetrics)]
         gpu = request.sample2.gpu
-        recorded = [e for k, v in self._outcomes.items() if k[0] == self.phase and k[1] == "nvmlGpmMetricsGet"
-                    for e in v if e["args"][0] == gpu]
+        if self.gpus is not None:
+            gpu = "gpu0" + (gpu[gpu.index("/") :] if "/" in gpu else "")
+        recorded = [
+            e
+            for k, v in self._outcomes.items()
+            if k[0] == self.phase and k[1] == "nvmlGpmMetricsGet"
+            for e in v
+            if e["args"][0] == gpu
+        ]
         if not recorded:
             raise pynvml.NVMLError(pynvml.NVML_ERROR_NOT_SUPPORTED)
         key = (self.phase, "nvmlGpmMetricsGet", gpu)

@@ -19,16 +19,29 @@ import pynvml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from collector.fields import FIELDS  # noqa: E402
-from collector.nvml_reader import NvmlReader  # noqa: E402
-from tests.fakes.nvml_trace import RecordingNvml  # noqa: E402
+import contextlib
+
+from collector.fields import FIELDS
+from collector.nvml_reader import NvmlReader
+from tests.fakes.nvml_trace import RecordingNvml
 
 ALL_FIELDS = frozenset(FIELDS)
 
 
 def load(kind: str, seconds: float, duty: float) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
-        [sys.executable, "-m", "loadgen", "run", "--kind", kind, "--seconds", str(seconds), "--duty", str(duty)],
+        [
+            sys.executable,
+            "-m",
+            "loadgen",
+            "run",
+            "--kind",
+            kind,
+            "--seconds",
+            str(seconds),
+            "--duty",
+            str(duty),
+        ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
@@ -52,13 +65,18 @@ def cycles(rec: Any, reader: NvmlReader, handles: list[Any], seconds: float, pol
         if now >= next_read:
             reader.read(ALL_FIELDS)
             for handle in handles:
-                try:
+                with contextlib.suppress(pynvml.NVMLError):
                     rec.nvmlDeviceGetComputeRunningProcesses(handle)
-                except pynvml.NVMLError:
-                    pass
             next_read = now + 1.0
         poll_processes(rec, handles, last_seen)
         time.sleep(1.0 / poll_hz)
+
+
+def wait_for_load(handles: list[Any], timeout: float = 60.0) -> None:
+    """Wait, outside the recording, until the GPU is busy: starting PyTorch and CUDA takes several seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and pynvml.nvmlDeviceGetUtilizationRates(handles[0]).gpu < 50:
+        time.sleep(0.2)
 
 
 def main(out: Path) -> None:
@@ -70,31 +88,35 @@ def main(out: Path) -> None:
     rec.phase = "idle"
     cycles(rec, reader, handles, 6, poll_hz=5)
 
-    gemm = load("gemm-bf16", 16, 1.0)
+    gemm = load("gemm-bf16", 24, 1.0)
+    wait_for_load(handles)
     rec.phase = "ramp"
-    cycles(rec, reader, handles, 4, poll_hz=5)
+    cycles(rec, reader, handles, 3, poll_hz=5)
     rec.phase = "gemm"
     cycles(rec, reader, handles, 8, poll_hz=5)
     gemm.wait()
 
-    heavy, light = load("gemm-bf16", 22, 0.9), load("gemm-bf16", 22, 0.2)
+    heavy, light = load("gemm-bf16", 35, 0.9), load("gemm-bf16", 35, 0.2)
+    wait_for_load(handles)
+    time.sleep(3)  # both processes running: the light one may start later than the heavy one
     rec.phase = "ramp"
-    cycles(rec, reader, handles, 5, poll_hz=5)
+    cycles(rec, reader, handles, 3, poll_hz=5)
     rec.phase = "shared"
     cycles(rec, reader, handles, 14, poll_hz=5)
     heavy.wait()
     light.wait()
     rec.phase = "after"
+    gpus = [g.model for g in reader.gpus]
     reader.close()
 
     rec.calls = [c for c in rec.calls if c["phase"] not in ("ramp", "after")]
     meta = {
         "recorded": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         "driver": reader.driver_version,
-        "gpus": [g.model for g in reader.gpus],
+        "gpus": gpus,
         "nvml_py": getattr(pynvml, "__version__", "?"),
         "shared_pids": {"heavy_duty_0.9": heavy.pid, "light_duty_0.2": light.pid},
-        "phases": "idle 6 s; gemm 8 s (bf16 8192^2 loop); shared 14 s (two processes at duty 0.9 and 0.2)",
+        "phases": "idle 6 s; gemm 8 s (bf16 8192^2 loop at full load); shared 14 s (two processes at duty 0.9 and 0.2)",
     }
     out.parent.mkdir(parents=True, exist_ok=True)
     rec.save(out, meta)

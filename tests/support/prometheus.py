@@ -68,7 +68,6 @@ class Prometheus:
         )
 
 
-
 @contextmanager
 def run_prometheus(
     tmp: Path,

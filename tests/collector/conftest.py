@@ -1,0 +1,32 @@
+from collections.abc import Callable
+
+import pytest
+
+from collector.collection import Collection
+from tests.fakes.nvml_trace import ReplayNvml
+
+
+@pytest.fixture
+def h200() -> ReplayNvml:
+    """NVML as the real H200 answered, idle; ``.phase = "gemm"`` switches to answers recorded under a bf16 GEMM."""
+    return ReplayNvml.load("h200", "idle")
+
+
+@pytest.fixture
+def make_collection() -> Callable[..., Collection]:
+    def make(nvml: object, counters_path: str | None = None, **kwargs: object) -> Collection:
+        kwargs.setdefault("common_labels", (("Hostname", "node-a"),))
+        return Collection(nvml, counters_path, **kwargs)  # type: ignore[arg-type]
+
+    return make
+
+
+def sample(collection: Collection, name: str, **labels: str) -> float | None:
+    """The value of one series in the last published exposition, or None when it is absent."""
+    for family in collection.latest.families:
+        if family.name != name:
+            continue
+        for sample_labels, value in family.samples:
+            if all(dict(sample_labels).get(k) == v for k, v in labels.items()):
+                return value
+    return None

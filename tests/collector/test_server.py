@@ -1,0 +1,42 @@
+from collections.abc import Callable
+
+import pynvml
+from aiohttp.test_utils import TestClient
+from prometheus_client.openmetrics.parser import text_string_to_metric_families as parse_openmetrics
+
+from collector.collection import Collection
+from collector.server import create_app
+from tests.fakes.nvml_trace import ReplayNvml
+
+MakeClient = Callable[..., object]
+
+
+async def test_metrics_in_text_and_openmetrics(aiohttp_client: Callable[..., object], h200: ReplayNvml) -> None:
+    collection = Collection(h200, None)
+    collection.run_once()
+    client: TestClient = await aiohttp_client(create_app(collection))  # type: ignore[operator]
+    resp = await client.get("/metrics")
+    assert resp.status == 200
+    assert resp.headers["Content-Type"] == "text/plain; version=0.0.4; charset=utf-8"
+    assert "# TYPE DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION counter" in await resp.text()
+    resp = await client.get("/metrics", headers={"Accept": "application/openmetrics-text;version=1.0.0,text/plain;q=0.5"})
+    assert resp.headers["Content-Type"].startswith("application/openmetrics-text; version=1.0.0")
+    names = {f.name for f in parse_openmetrics(await resp.text())}
+    assert "DCGM_FI_DEV_GPU_UTIL" in names
+    resp = await client.get("/health")
+    assert resp.status == 200
+
+
+async def test_health_is_503_with_the_reason_while_nvml_is_down(aiohttp_client: Callable[..., object]) -> None:
+    nvml = ReplayNvml.load("h200")
+    nvml.fail("nvmlInit", pynvml.NVML_ERROR_LIBRARY_NOT_FOUND)
+    collection = Collection(nvml, None)
+    collection.run_once()
+    client: TestClient = await aiohttp_client(create_app(collection))  # type: ignore[operator]
+    resp = await client.get("/health")
+    assert resp.status == 503
+    assert "NVML did not start: LibraryNotFound" in await resp.text()
+    resp = await client.get("/metrics")  # still answers, with the collector's own series
+    assert resp.status == 200
+    assert "gpuscale_collector_nvml_up 0" in await resp.text()
+    assert (await client.get("/nope")).status == 404
