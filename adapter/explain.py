@@ -95,7 +95,10 @@ async def explain(
     except AdapterError as e:
         report["answer"] = status(e.code, e.reason, str(e))
         why.append(f"{e.reason}: {e}")
-        await _why_error(req, catalog, why)
+        if trace.queries:
+            await _why_items(req, [], trace, prometheus, why)
+        else:
+            await _why_error(req, catalog, why)
     if trace.listing is not None:
         names = trace.listing.names
         report["objects"] = {

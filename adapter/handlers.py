@@ -22,7 +22,14 @@ from adapter.objects import (
     metric_value_list,
     status,
 )
-from adapter.paths import NO_SUCH_PATH, CustomRequest, ExternalRequest, ResourceListRequest, parse_metrics_path
+from adapter.paths import (
+    EXTERNAL_GROUP,
+    NO_SUCH_PATH,
+    CustomRequest,
+    ExternalRequest,
+    ResourceListRequest,
+    parse_metrics_path,
+)
 
 log = logging.getLogger(__name__)
 
@@ -84,10 +91,21 @@ async def group(request: web.Request) -> web.Response:
     return _json(api_group(name))
 
 
+def _route_kind(raw_path: str) -> str:
+    """The route label for latency and errors, from the path alone (so requests that fail to parse get one too)."""
+    segments = raw_path.strip("/").split("/")
+    if len(segments) <= 3:
+        return "discovery"
+    if segments[1] == EXTERNAL_GROUP:
+        return "external"
+    return "custom_wildcard" if segments[-2] in ("*", "%2A", "%2a") else "custom_object"
+
+
 async def metrics_api(request: web.Request) -> web.Response:
-    request[ROUTE] = "discovery"
+    raw_path = request.rel_url.raw_path
+    request[ROUTE] = _route_kind(raw_path)
     c = _components(request)
-    req = parse_metrics_path(request.rel_url.raw_path, request.query)
+    req = parse_metrics_path(raw_path, request.query)
     if isinstance(req, ResourceListRequest):
         if req.group not in c.provider.served_groups():
             raise NotFound(NO_SUCH_PATH)
@@ -97,10 +115,8 @@ async def metrics_api(request: web.Request) -> web.Response:
             raise NotConfigured("no metrics discovered yet: the rules matched no series in Prometheus")
         return _json(api_resource_list(req.group, req.version, entries))
     if isinstance(req, CustomRequest):
-        request[ROUTE] = "custom_object" if req.name is not None else "custom_wildcard"
         return _json(metric_value_list(req.version, await c.provider.custom(req)))
     assert isinstance(req, ExternalRequest)
-    request[ROUTE] = "external"
     return _json(external_value_list(req.version, await c.provider.external(req)))
 
 
@@ -140,8 +156,9 @@ def add_routes(app: web.Application) -> None:
     r.add_get("/apis", apis)
     r.add_get("/apis/", apis)
     r.add_get("/apis/{group}", group)
-    r.add_get("/apis/{group}/{version}{tail:(/.*)?}", metrics_api)
-    r.add_get("/explain/{tail:.*}", explain)
+    # [\s\S], not ".": a name may hold an encoded newline, and routes match the decoded path
+    r.add_get(r"/apis/{group}/{version}{tail:(/[\s\S]*)?}", metrics_api)
+    r.add_get(r"/explain/{tail:[\s\S]*}", explain)
     r.add_get("/healthz", livez)
     r.add_get("/livez", livez)
     r.add_get("/readyz", readyz)

@@ -128,6 +128,8 @@ class Provider:
         namespace = req.namespace if info.namespaced else None
         selector = req.metric_selector.to_label_selector()
         found: dict[str, MetricValue] = {}
+        # objects an earlier source had a sample for, finite or not: the first source with the object answers it
+        seen: set[str] = set()
 
         def convert(source: MetricSource, samples: tuple[Sample, ...], record: QueryRecord | None) -> None:
             label = source.rule.label_for(info) or ""
@@ -138,8 +140,9 @@ class Provider:
                     if record:
                         record.unmatched += 1
                     continue
-                if name in found:
+                if name in seen:
                     continue
+                seen.add(name)
                 value = self._value(sample, req.metric, name, record)
                 if value is not None:
                     ref = ObjectRef(info.kind, namespace, name, info.api_version)
@@ -151,7 +154,7 @@ class Provider:
             return custom_query(source.rule, source.series, info, namespace, names, req.metric_selector)
 
         def complete() -> bool:
-            return wanted is not None and len(found) >= len(wanted)
+            return wanted is not None and len(seen) >= len(wanted)
 
         await self._each_source(metric.sources, query, convert, trace, complete)
         if req.name is not None and not found:

@@ -84,7 +84,9 @@ class Rule:
         name = self.api_name(series)
         if not name:
             return None
-        infos = tuple(info for info in self.mapper.overrides.values() if info is not None)
+        # a namespaced resource needs the namespace label too, as in discovery
+        has_namespace = self.namespace_label is not None
+        infos = tuple(info for info in self.mapper.overrides.values() if has_namespace or not info.namespaced)
         return series, name, infos
 
 

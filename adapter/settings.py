@@ -144,7 +144,7 @@ def _parser() -> argparse.ArgumentParser:
     add("--lister-kubeconfig", help="kubeconfig for listing pods, namespaces, nodes (default: in-cluster, if any)")
     add("-v", "--v", dest="v", help="log verbosity, 0 to 10; 4 and above logs debug lines (default 0)")
     for flag in IGNORED_FLAGS:
-        add(f"--{flag}", nargs="?", const="", dest=f"ignored_{flag}", help=argparse.SUPPRESS)
+        add(f"--{flag}", nargs="?", const="", dest=f"ignored_{_dest(flag)}", help=argparse.SUPPRESS)
     return p
 
 

@@ -85,6 +85,18 @@ async def wait_until(check: Callable[[], bool], within: float = 10.0, what: str 
         await asyncio.sleep(0.02)
 
 
+async def eventually(check: Callable[[], Awaitable[bool]], within: float = 10.0, what: str = "condition") -> None:
+    """``wait_until`` for checks that must await (an HTTP request to the adapter)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + within
+    while True:
+        if await check():
+            return
+        if loop.time() > deadline:
+            raise AssertionError(f"gave up waiting for {what} after {within}s")
+        await asyncio.sleep(0.05)
+
+
 class Adapter:
     """A running adapter app and an HTTP client to it."""
 

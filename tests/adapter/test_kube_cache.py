@@ -1,0 +1,207 @@
+"""The metadata cache against an API server that speaks list and watch: kubernetes_asyncio over real HTTP."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from adapter import resources
+from adapter.errors import KubernetesError
+from adapter.kube_api import KubernetesMetadataAPI
+from adapter.kube_cache import ObjectLister, Reflector
+from adapter.selectors import parse_selector
+from adapter.self_metrics import AdapterMetrics
+from tests.adapter.conftest import wait_until
+from tests.fakes.kube_apiserver import FakeKubeAPIServer
+
+PODS = "/api/v1/pods"
+
+
+@pytest.fixture
+async def api(kube: FakeKubeAPIServer, tmp_path: Path) -> AsyncIterator[KubernetesMetadataAPI]:
+    client = await KubernetesMetadataAPI.connect(kube.kubeconfig(tmp_path / "kubeconfig"))
+    yield client
+    await client.close()
+
+
+async def run(reflector: Reflector) -> asyncio.Task[None]:
+    task = asyncio.create_task(reflector.run())
+    await wait_until(lambda: reflector.synced, what="first list")
+    return task
+
+
+async def stop(task: asyncio.Task[None]) -> None:
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+
+
+def names(reflector: Reflector, namespace: str | None = "ml", selector: str = "") -> list[str]:
+    return reflector.names(namespace, parse_selector(selector))
+
+
+async def test_list_pages_through_continue_tokens_and_filters_server_side(
+    api: KubernetesMetadataAPI, kube: FakeKubeAPIServer
+) -> None:
+    for i in range(1200):
+        kube.put("pods", f"p{i:04d}", {"app": "bulk", "shard": str(i % 3)}, namespace="bulk")
+    listed = await api.list(resources.PODS)
+    assert len(listed.items) == 1207
+    assert listed.resource_version == str(kube.resource_version)
+    assert kube.count(PODS) == 3  # pages of 500
+    selected = await api.list(resources.PODS, "bulk", "shard=1")
+    assert len(selected.items) == 400
+    assert {i.labels["shard"] for i in selected.items} == {"1"}
+    assert {i.namespace for i in selected.items} == {"bulk"}
+
+
+async def test_an_expired_continue_token_starts_the_list_again(
+    api: KubernetesMetadataAPI, kube: FakeKubeAPIServer
+) -> None:
+    for i in range(600):
+        kube.put("pods", f"p{i}", namespace="bulk")
+    kube.expire_continue_tokens = True
+    task = asyncio.ensure_future(api.list(resources.PODS))
+    await wait_until(lambda: kube.count(PODS) >= 2, what="a continue request")
+    kube.expire_continue_tokens = False
+    listed = await task
+    assert len(listed.items) == 607
+
+
+async def test_reflector_follows_adds_changes_and_deletes(api: KubernetesMetadataAPI, kube: FakeKubeAPIServer) -> None:
+    reflector = Reflector(api, resources.PODS, AdapterMetrics())
+    task = await run(reflector)
+    try:
+        assert names(reflector, selector="app=trainer") == ["broken-0", "trainer-0", "trainer-1"]
+        kube.put("pods", "trainer-2", {"app": "trainer"}, namespace="ml")
+        kube.put("pods", "trainer-0", {"app": "retired"}, namespace="ml")
+        kube.delete("pods", "broken-0", namespace="ml")
+        await wait_until(lambda: names(reflector, selector="app=trainer") == ["trainer-1", "trainer-2"])
+        assert names(reflector, selector="app=retired") == ["trainer-0"]
+        assert names(reflector, namespace="serving") == ["infer-0"]
+        assert kube.count(PODS) == 1  # one LIST, then only the watch
+    finally:
+        await stop(task)
+
+
+async def test_a_closed_watch_resumes_from_its_resource_version_without_listing(
+    api: KubernetesMetadataAPI, kube: FakeKubeAPIServer
+) -> None:
+    reflector = Reflector(api, resources.PODS, AdapterMetrics())
+    task = await run(reflector)
+    try:
+        await wait_until(lambda: kube.count(PODS, watch=True) == 1)
+        kube.close_watches()
+        kube.put("pods", "late", {"app": "trainer"}, namespace="ml")
+        await wait_until(lambda: "late" in names(reflector))
+        watches = [q for p, q in kube.requests if p == PODS and q.get("watch") == "true"]
+        assert len(watches) == 2
+        assert int(watches[1]["resourceVersion"]) >= int(watches[0]["resourceVersion"])
+        assert kube.count(PODS) == 1
+    finally:
+        await stop(task)
+
+
+async def test_410_gone_relists_and_keeps_serving_meanwhile(
+    api: KubernetesMetadataAPI, kube: FakeKubeAPIServer
+) -> None:
+    metrics = AdapterMetrics()
+    reflector = Reflector(api, resources.PODS, metrics)
+    task = await run(reflector)
+    try:
+        await wait_until(lambda: kube.count(PODS, watch=True) == 1)
+        kube.compact()
+        kube.close_watches()
+        # the change happens while the watch is down and its version is compacted away: only a LIST can see it
+        kube.put("pods", "during-outage", {"app": "trainer"}, namespace="ml")
+        kube.compact()
+        assert "trainer-0" in names(reflector)
+        await wait_until(lambda: "during-outage" in names(reflector), what="relist after 410")
+        assert kube.count(PODS) == 2
+        expired = metrics.registry.get_sample_value(
+            "gpuscale_adapter_kube_watch_restarts_total", {"resource": "pods", "reason": "expired"}
+        )
+        assert expired == 1
+        kube.put("pods", "after", namespace="ml")
+        await wait_until(lambda: "after" in names(reflector), what="the new watch")
+    finally:
+        await stop(task)
+
+
+async def test_bookmarks_move_the_resource_version(api: KubernetesMetadataAPI, kube: FakeKubeAPIServer) -> None:
+    kube.put("nodes", "node-x")
+    reflector = Reflector(api, resources.NODES, AdapterMetrics())
+    task = await run(reflector)
+    try:
+        await wait_until(lambda: kube.count("/api/v1/nodes", watch=True) == 1)
+        kube.put("pods", "unrelated", namespace="ml")  # bumps the global version without a node event
+        kube.bookmark()
+        await wait_until(lambda: reflector.resource_version == str(kube.resource_version))
+    finally:
+        await stop(task)
+
+
+async def test_list_errors_back_off_and_retry(api: KubernetesMetadataAPI, kube: FakeKubeAPIServer) -> None:
+    kube.fail_lists = 1
+    metrics = AdapterMetrics()
+    reflector = Reflector(api, resources.NAMESPACES, metrics, max_backoff=0.05)
+    task = asyncio.create_task(reflector.run())
+    try:
+        await wait_until(lambda: reflector.synced, what="a list after the failure")
+        assert names(reflector, namespace=None) == ["gpu-system", "ml", "serving"]
+        assert (
+            metrics.registry.get_sample_value(
+                "gpuscale_adapter_kube_watch_restarts_total", {"resource": "namespaces", "reason": "error"}
+            )
+            == 1
+        )
+    finally:
+        await stop(task)
+
+
+async def test_lister_uses_live_lists_until_synced_then_memory(
+    api: KubernetesMetadataAPI, kube: FakeKubeAPIServer
+) -> None:
+    metrics = AdapterMetrics()
+    lister = ObjectLister(api, metrics)
+    before = await lister.names(resources.PODS, "ml", parse_selector("app=trainer"))
+    assert before.names == ["broken-0", "trainer-0", "trainer-1"]
+    assert before.source == "live LIST (cache not synced yet)"
+    assert [q.get("labelSelector") for p, q in kube.requests if p == "/api/v1/namespaces/ml/pods"] == ["app=trainer"]
+    tasks = [asyncio.create_task(r.run()) for r in lister.reflectors.values()]
+    try:
+        await wait_until(lambda: lister.synced)
+        lists = len(kube.requests)
+        after = await lister.names(resources.PODS, "ml", parse_selector("app=trainer"))
+        assert after.names == before.names
+        assert after.source == "watch cache"
+        nodes = await lister.names(resources.NODES, None, parse_selector("pool=train"))
+        assert nodes.names == ["node-a", "node-b"]
+        assert len([r for r in kube.requests[lists:] if r[1].get("watch") != "true"]) == 0
+        # a resource the cache does not hold is listed live, with the selector
+        kube.put("deployments.apps", "web", {"tier": "front"}, namespace="ml")
+        deployments = await lister.names(resources.lookup("deployments", "apps"), "ml", parse_selector("tier=front"))  # type: ignore[arg-type]
+        assert deployments.names == ["web"]
+        assert deployments.source == "live LIST (resource not cached)"
+        assert metrics.registry.get_sample_value("gpuscale_adapter_kube_live_lists_total", {"resource": "pods"}) == 1
+    finally:
+        for task in tasks:
+            await stop(task)
+
+
+async def test_a_bad_token_is_a_kubernetes_error(kube: FakeKubeAPIServer, tmp_path: Path) -> None:
+    config = kube.kubeconfig(tmp_path / "kubeconfig")
+    config.write_text(config.read_text().replace("fake-token", "wrong-token"))
+    client = await KubernetesMetadataAPI.connect(config)
+    try:
+        with pytest.raises(KubernetesError, match="HTTP 401"):
+            await client.list(resources.PODS)
+    finally:
+        await client.close()
+
+
+async def test_a_missing_kubeconfig_is_a_kubernetes_error(tmp_path: Path) -> None:
+    with pytest.raises(KubernetesError, match="cannot configure the Kubernetes client"):
+        await KubernetesMetadataAPI.connect(tmp_path / "absent")

@@ -1,0 +1,142 @@
+from pathlib import Path
+
+import pytest
+
+from adapter.errors import ConfigError
+from adapter.settings import Settings, parse_duration, parse_settings
+
+
+def test_defaults_are_the_documented_ones() -> None:
+    s = parse_settings([], env={})
+    assert s == Settings()
+    assert s.prometheus.url == "http://localhost:9090"
+    assert s.prometheus.verb == "GET"
+    assert s.prometheus.timeout == 10.0
+    assert s.relist_interval == 60.0
+    assert s.max_age == 60.0
+    assert s.cache_ttl == 5.0
+    assert s.secure_port == 6443
+    assert s.config is None
+    assert not s.insecure_serve_http
+
+
+def test_prometheus_adapter_deployment_arguments_are_accepted_unchanged() -> None:
+    # the argument list of prometheus-adapter's own manifests and Helm chart
+    argv = [
+        "--cert-dir=/var/run/serving-cert",
+        "--config=/etc/adapter/config.yaml",
+        "--logtostderr=true",
+        "--metrics-relist-interval=1m",
+        "--prometheus-url=http://prometheus-k8s.monitoring.svc:9090/",
+        "--secure-port=6443",
+        "--tls-cipher-suites=TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256,TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256",
+        "--v=4",
+        "--prometheus-header=X-Scope-OrgID=tenant-1",
+        "--prometheus-header",
+        "X-Extra=a=b",
+        "--prometheus-verb=POST",
+        "--prometheus-token-file=/var/run/secrets/token",
+        "--prometheus-ca-file=/etc/ca.crt",
+        "--prometheus-client-tls-cert-file=/etc/c.crt",
+        "--prometheus-client-tls-key-file=/etc/c.key",
+        "--lister-kubeconfig=/etc/kubeconfig",
+        "--tls-cert-file=/etc/tls.crt",
+        "--tls-private-key-file=/etc/tls.key",
+        "--requestheader-client-ca-file=/etc/front-proxy-ca.crt",
+        "--audit-log-path=-",
+    ]
+    s = parse_settings(argv, env={})
+    assert s.cert_dir == Path("/var/run/serving-cert")
+    assert s.config == Path("/etc/adapter/config.yaml")
+    assert s.relist_interval == 60
+    assert s.prometheus.url == "http://prometheus-k8s.monitoring.svc:9090/"
+    assert s.prometheus.headers == (("X-Scope-OrgID", "tenant-1"), ("X-Extra", "a=b"))
+    assert s.prometheus.verb == "POST"
+    assert s.prometheus.token_file == Path("/var/run/secrets/token")
+    assert s.prometheus.client_key_file == Path("/etc/c.key")
+    assert s.verbosity == 4
+    assert s.lister_kubeconfig == Path("/etc/kubeconfig")
+    assert s.tls_key_file == Path("/etc/tls.key")
+    assert s.ignored_flags == (
+        "--logtostderr",
+        "--tls-cipher-suites",
+        "--requestheader-client-ca-file",
+        "--audit-log-path",
+    )
+
+
+def test_every_flag_has_an_environment_variable_and_the_flag_wins() -> None:
+    env = {
+        "GPUSCALE_ADAPTER_PROMETHEUS_URL": "https://thanos:10902",
+        "GPUSCALE_ADAPTER_METRICS_RELIST_INTERVAL": "30s",
+        "GPUSCALE_ADAPTER_METRICS_CACHE_TTL": "0s",
+        "GPUSCALE_ADAPTER_SECURE_PORT": "8443",
+        "GPUSCALE_ADAPTER_INSECURE_SERVE_HTTP": "true",
+        "GPUSCALE_ADAPTER_PROMETHEUS_HEADER": "A=1\nB=2",
+        "GPUSCALE_ADAPTER_V": "2",
+    }
+    s = parse_settings(["--secure-port=9443"], env=env)
+    assert s.prometheus.url == "https://thanos:10902"
+    assert s.relist_interval == 30
+    assert s.max_age == 30
+    assert s.cache_ttl == 0
+    assert s.secure_port == 9443
+    assert s.insecure_serve_http
+    assert s.prometheus.headers == (("A", "1"), ("B", "2"))
+    assert s.verbosity == 2
+
+
+@pytest.mark.parametrize(
+    ("argv", "fragment"),
+    [
+        (
+            ["--secure-port=70000"],
+            "--secure-port (or GPUSCALE_ADAPTER_SECURE_PORT): 70000 is outside the valid range 0 to 65535",
+        ),
+        (["--secure-port=http"], "--secure-port (or GPUSCALE_ADAPTER_SECURE_PORT): not an integer"),
+        (["--metrics-relist-interval=0s"], "outside the valid range 1s to 24h"),
+        (["--metrics-relist-interval=10"], "is not a duration like 30s"),
+        (
+            ["--metrics-relist-interval=1m", "--metrics-max-age=30s"],
+            "--metrics-max-age (or GPUSCALE_ADAPTER_METRICS_MAX_AGE): 30s is outside the valid range "
+            "the relist interval to 720h",
+        ),
+        (["--metrics-cache-ttl=1h"], "outside the valid range 0s to 10m"),
+        (["--prometheus-timeout=10ms"], "outside the valid range 100ms to 5m"),
+        (["--prometheus-verb=PUT"], "'PUT' is not one of GET, POST"),
+        (["--prometheus-url=prometheus:9090"], "is not an http:// or https:// URL"),
+        (["--prometheus-header=NoEquals"], "is not Key=Value"),
+        (["--prometheus-client-tls-cert-file=/c"], "needs --prometheus-client-tls-key-file too"),
+        (["--tls-private-key-file=/k"], "needs --tls-private-key-file too"),
+        (
+            ["--prometheus-auth-incluster", "--prometheus-auth-config=/k"],
+            "cannot be used with --prometheus-auth-incluster",
+        ),
+        (["--insecure-serve-http=maybe"], "is not a boolean"),
+        (["--v=11"], "outside the valid range 0 to 10"),
+        (["--no-such-flag=1"], "unknown flag or argument: --no-such-flag=1"),
+        (["stray"], "unknown flag or argument: stray"),
+        (["--prometheus-url"], "expected one argument"),
+    ],
+)
+def test_invalid_values_are_rejected_naming_the_flag_and_range(argv: list[str], fragment: str) -> None:
+    with pytest.raises(ConfigError) as e:
+        parse_settings(argv, env={})
+    assert fragment in str(e.value)
+
+
+def test_invalid_environment_values_name_the_variable() -> None:
+    with pytest.raises(ConfigError, match="GPUSCALE_ADAPTER_METRICS_CACHE_TTL"):
+        parse_settings([], env={"GPUSCALE_ADAPTER_METRICS_CACHE_TTL": "forever"})
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"),
+    [("0", 0), ("1s", 1), ("1m30s", 90), ("1.5h", 5400), ("500ms", 0.5), ("2h45m", 9900), ("100us", 0.0001)],
+)
+def test_go_durations(text: str, seconds: float) -> None:
+    assert parse_duration(text) == pytest.approx(seconds)
+
+
+def test_short_verbosity_flag_works_as_in_klog() -> None:
+    assert parse_settings(["-v=6"], env={}).verbosity == 6
