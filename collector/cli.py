@@ -2,17 +2,25 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import logging
 import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from aiohttp import web
 
+from .attribution import Attribution
+from .cgroups import CgroupReader
 from .collection import Collection
 from .errors import ConfigError
+from .pod_directory import KubePodDirectory, PodDirectory
+from .pod_resources import PodMap, PodResourcesClient, PodResourcesWatcher
+from .process_sampler import ProcessSampler
 from .server import create_app
 from .settings import Settings, parse_settings
 from .simulated import SimulatedNvml
@@ -65,17 +73,51 @@ def choose_nvml(settings: Settings) -> tuple[Any, bool]:
     return pynvml, False
 
 
-def build_collection(settings: Settings, nvml: Any, simulated: bool) -> Collection:
+@dataclass
+class Node:
+    """What runs in one collector process, started and stopped together."""
+
+    collection: Collection
+    watcher: PodResourcesWatcher | None = None
+    sampler: ProcessSampler | None = None
+    directory: KubePodDirectory | None = None
+
+    def start(self) -> None:
+        for part in (self.watcher, self.sampler, self.collection):
+            if part is not None:
+                part.start()
+
+    def stop(self) -> None:
+        for part in (self.collection, self.sampler, self.watcher):
+            if part is not None:
+                part.stop()
+
+
+def build_node(settings: Settings, nvml: Any, simulated: bool, directory: PodDirectory | None = None) -> Node:
+    """The collection, and with -k the pod mapping: pod-resources watcher, process sampler, pod directory."""
     common = (("Hostname", settings.hostname),) if settings.hostname else ()
-    return Collection(
-        nvml,
-        settings.collectors,
-        interval=settings.interval,
-        slow_interval=settings.slow_interval,
-        common_labels=common,
-        replace_blanks=settings.replace_blanks,
-        help_prefix=SIMULATED_HELP if simulated else "",
+    node = Node(Collection(nvml, settings.collectors, interval=settings.interval,
+                           slow_interval=settings.slow_interval, common_labels=common,
+                           replace_blanks=settings.replace_blanks,
+                           help_prefix=SIMULATED_HELP if simulated else ""))  # fmt: skip
+    if not settings.kubernetes:
+        return node
+    client = PodResourcesClient(
+        settings.pod_resources_socket, settings.resource_names, timeout=settings.pod_resources_timeout
     )
+    node.watcher = PodResourcesWatcher(client, refresh=settings.pod_resources_refresh)
+    node.sampler = ProcessSampler(nvml, window=settings.shared_window)
+    if directory is None:
+        node.directory = KubePodDirectory(settings.node_name, settings.kubeconfig)
+        directory = node.directory
+    attribution = Attribution(
+        nvml, lambda: node.watcher.current if node.watcher else PodMap(), directory,
+        CgroupReader(settings.proc_root), node.sampler, replace_blanks=settings.replace_blanks,
+    )  # fmt: skip
+    attribution.watcher = node.watcher
+    node.collection.attach = attribution
+    node.collection.extra_families = attribution.families
+    return node
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -85,19 +127,33 @@ def main(argv: Sequence[str] | None = None) -> None:
         log.info("%s is a DCGM setting and has no effect here", flag)
     nvml, simulated = choose_nvml(settings)
     try:
-        collection = build_collection(settings, nvml, simulated)
+        node = build_node(settings, nvml, simulated)
     except ConfigError as e:
         print(f"gpuscale-collector: error: {e}", file=sys.stderr)
         sys.exit(2)
-    signal.signal(signal.SIGHUP, lambda *_: collection.request_reload())
-    collection.start()
+    signal.signal(signal.SIGHUP, lambda *_: node.collection.request_reload())
+    node.start()
+    app = create_app(node.collection)
+    if node.directory is not None:
+        app.cleanup_ctx.append(_background(node.directory.run))
     try:
         web.run_app(
-            create_app(collection),
+            app,
             host=settings.host or None,
             port=settings.port,
             print=lambda *_: log.info("serving /metrics on %s:%d", settings.host or "*", settings.port),
             access_log=None,
         )
     finally:
-        collection.stop()
+        node.stop()
+
+
+def _background(run: Callable[[], Coroutine[Any, Any, None]]) -> Callable[[web.Application], AsyncIterator[None]]:
+    async def context(app: web.Application) -> AsyncIterator[None]:
+        task = asyncio.create_task(run())
+        yield
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+    return context

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import re
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
@@ -35,9 +36,24 @@ class GpuInfo:
 
 
 @dataclass(frozen=True)
+class MigInstance:
+    gpu_instance_id: int
+    profile: str  # "1g.18gb"
+    uuid: str  # "MIG-..."
+
+
+@dataclass(frozen=True)
+class InstanceReading:
+    instance: MigInstance
+    values: Values
+
+
+@dataclass(frozen=True)
 class DeviceReading:
     gpu: GpuInfo
     values: Values
+    instances: tuple[InstanceReading, ...] = ()
+    handle: Any = field(default=None, compare=False, repr=False)  # for per-process reads of shared GPUs
 
 
 @dataclass
@@ -62,6 +78,7 @@ class _Device:
         self.handle = handle
         self.unsupported: dict[str, str] = {}
         self.slow_values: dict[str, Values] = {}
+        self.instances: list[tuple[MigInstance, Any, GpmSampler | None]] = []
         self.gpm: GpmSampler | None = None
         self.xid: XidWatcher | None = None
         if gpm_supported(nvml, handle):
@@ -75,9 +92,34 @@ class _Device:
         except nvml.NVMLError as e:
             self.unsupported.update(dict.fromkeys(_fields_of(XID), f"XID events: {error_kind(nvml, e)}"))
 
+    def find_instances(self, nvml: Any) -> None:
+        """The MIG GPU instances of this GPU, each with its own GPM sampler; none when MIG is off or unsupported."""
+        for _, _, sampler in self.instances:
+            if sampler is not None:
+                sampler.close()
+        self.instances = []
+        try:
+            current, _pending = nvml.nvmlDeviceGetMigMode(self.handle)
+            if current != nvml.NVML_DEVICE_MIG_ENABLE:
+                return
+            count = nvml.nvmlDeviceGetMaxMigDeviceCount(self.handle)
+        except nvml.NVMLError:
+            return
+        for i in range(count):
+            try:
+                mig = nvml.nvmlDeviceGetMigDeviceHandleByIndex(self.handle, i)
+                gi = int(nvml.nvmlDeviceGetGpuInstanceId(mig))
+                name = _text(nvml.nvmlDeviceGetName(mig))
+                instance = MigInstance(gi, _profile(name), _text(nvml.nvmlDeviceGetUUID(mig)))
+            except nvml.NVMLError:
+                continue  # NotFound: no MIG device at this slot
+            sampler = GpmSampler(nvml, self.handle, gi) if self.gpm is not None else None
+            self.instances.append((instance, mig, sampler))
+
     def close(self) -> None:
-        if self.gpm is not None:
-            self.gpm.close()
+        for sampler in [self.gpm, *(s for _, _, s in self.instances)]:
+            if sampler is not None:
+                sampler.close()
         if self.xid is not None:
             self.xid.close()
 
@@ -90,6 +132,12 @@ def _has_active_nvlink(nvml: Any, handle: Any) -> bool:
         except nvml.NVMLError:
             continue
     return False
+
+
+def _profile(mig_name: str) -> str:
+    """ "NVIDIA H200 MIG 1g.18gb" → "1g.18gb"; the whole name when it carries no profile."""
+    match = re.search(r"\d+g\.\d+gb", mig_name)
+    return match.group(0) if match else mig_name
 
 
 def _fields_of(reading: str) -> list[str]:
@@ -155,7 +203,9 @@ class NvmlReader:
             minor=minor,
             model=_text(nvml.nvmlDeviceGetName(handle)),
         )
-        return _Device(nvml, info, handle)
+        device = _Device(nvml, info, handle)
+        device.find_instances(nvml)
+        return device
 
     def close(self) -> None:
         for device in self._devices:
@@ -174,10 +224,31 @@ class NvmlReader:
         refresh_slow = self._cycle % self._slow_every == 0
         self._cycle += 1
         for device in self._devices:
+            if refresh_slow and self._cycle > 1:
+                device.find_instances(self._nvml)  # MIG layouts change rarely; look again on the slow tick
             values = self._read_device(device, by_reading, result, refresh_slow)
             if values is not None:
-                result.readings.append(DeviceReading(device.info, values))
+                instances = tuple(self._read_instances(device, fields, result))
+                result.readings.append(DeviceReading(device.info, values, instances, device.handle))
         return result
+
+    def _read_instances(self, device: _Device, fields: frozenset[str], result: CycleResult) -> list[InstanceReading]:
+        """Memory and profiling values per MIG instance; the other fields are whole-GPU only."""
+        nvml = self._nvml
+        memory = {f.name for f in FIELDS.values() if f.reading == "memory"} & fields
+        readings = []
+        for instance, mig, sampler in device.instances:
+            values: Values = {}
+            try:
+                if memory:
+                    values.update({k: float(v) for k, v in READINGS["memory"](nvml, mig).items() if k in memory})
+                if sampler is not None:
+                    values.update(sampler.read(fields - device.unsupported.keys()) or {})
+            except nvml.NVMLError as e:
+                result.errors[(str(device.info.index), error_kind(nvml, e))] += 1
+                continue
+            readings.append(InstanceReading(instance, values))
+        return readings
 
     def _read_device(
         self, device: _Device, by_reading: dict[str, frozenset[str]], result: CycleResult, refresh_slow: bool

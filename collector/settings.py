@@ -63,6 +63,12 @@ class Settings:
     kubernetes: bool
     gpu_id_type: str
     pod_resources_socket: str
+    pod_resources_refresh: float
+    pod_resources_timeout: float
+    shared_window: float
+    proc_root: str
+    kubeconfig: str | None
+    node_name: str
     resource_names: tuple[str, ...]
     virtual_gpus: bool
     hostname: str | None
@@ -178,6 +184,26 @@ def build_parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
         help="kubelet pod-resources socket",
     )  # fmt: skip
     b.add(
+        "--pod-resources-refresh", default=1000, type=_int_range(100, 600_000),
+        help="how often the pod-resources map is refreshed, in milliseconds (in the background, never per scrape)",
+    )  # fmt: skip
+    b.add(
+        "--pod-resources-timeout", default=2000, type=_int_range(100, 60_000),
+        help="timeout of one pod-resources call, in milliseconds",
+    )  # fmt: skip
+    b.add(
+        "--shared-window", default=10000, type=_int_range(2000, 600_000),
+        help="window in milliseconds over which a shared GPU's utilization is split by pod; shorter is noisier",
+    )  # fmt: skip
+    b.add(
+        "--proc-root", default="/proc",
+        help="where processes' cgroup files are read to find their pods (needs hostPID for shared GPUs)",
+    )  # fmt: skip
+    b.add(
+        "--kubeconfig", default="",
+        help="kubeconfig for naming pods of shared GPUs; in-cluster configuration when empty and in a pod",
+    )  # fmt: skip
+    b.add(
         "--nvidia-resource-names", default="", dcgm_env="NVIDIA_RESOURCE_NAMES",
         help="extra comma-separated resource names that carry GPUs (nvidia.com/gpu, nvidia.com/gpu.shared and "
         "nvidia.com/mig-* are always recognised)",
@@ -259,6 +285,12 @@ def parse_settings(argv: Sequence[str] | None = None, env: Mapping[str, str] | N
         kubernetes=args.kubernetes,
         gpu_id_type=args.kubernetes_gpu_id_type,
         pod_resources_socket=args.pod_resources_kubelet_socket,
+        pod_resources_refresh=args.pod_resources_refresh / 1000.0,
+        pod_resources_timeout=args.pod_resources_timeout / 1000.0,
+        shared_window=args.shared_window / 1000.0,
+        proc_root=args.proc_root,
+        kubeconfig=args.kubeconfig or None,
+        node_name=env.get("NODE_NAME") or socket.gethostname(),
         resource_names=names,
         virtual_gpus=args.kubernetes_virtual_gpus,
         hostname=hostname,

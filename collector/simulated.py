@@ -27,6 +27,7 @@ IDLE_USED_MIB = 0
 POWER_IDLE_MW = 76_000
 POWER_MAX_MW = 690_000
 POWER_LIMIT_MW = 700_000
+SAMPLE_PERIOD = 0.2  # seconds: NVML's process-utilization sample window on the H200
 
 
 def default_load(index: int, t: float) -> float:
@@ -64,9 +65,17 @@ class SimulatedNvml:
         load: LoadCurve = default_load,
         clock: Callable[[], float] = time.monotonic,
         driver_version: str = "580.159.04",
+        mig: dict[int, list[str]] | None = None,
+        processes: dict[int, dict[int, float]] | None = None,
+        wall_clock: Callable[[], float] = time.time,
     ) -> None:
+        """``mig``: GPU index → MIG profiles ("1g.18gb") of its instances. ``processes``: GPU index → {pid: share of
+        the GPU's time}; such a GPU's load is the sum of the shares, and NVML's per-process samples follow them."""
         self._count = count
         self._load = load
+        self._mig = mig or {}
+        self._processes = processes or {}
+        self._wall_start = wall_clock()
         self._clock = clock
         self._start = clock()
         self._driver = driver_version
@@ -77,7 +86,11 @@ class SimulatedNvml:
     def __getattr__(self, name: str) -> Any:
         value = getattr(pynvml, name)
         if callable(value) and not isinstance(value, type):
-            raise AttributeError(f"the simulated NVML does not implement {name}")
+            # What a driver without this entry point answers.
+            def missing(*args: Any, **kwargs: Any) -> Any:
+                raise pynvml.NVMLError(pynvml.NVML_ERROR_FUNCTION_NOT_FOUND)
+
+            return missing
         return value
 
     # -- helpers -----------------------------------------------------------------------------------------------
@@ -90,7 +103,11 @@ class SimulatedNvml:
         return self._clock() - self._start
 
     def load(self, handle: Any) -> float:
-        return self._load(handle.index, self._now())
+        gi = getattr(handle, "gpu_instance", None)
+        if handle.index in self._processes and gi is None:
+            return min(1.0, sum(self._processes[handle.index].values()))
+        # MIG instances follow the GPU's curve, each shifted in time so they differ
+        return self._load(handle.index, self._now() + 17.0 * (gi or 0))
 
     @staticmethod
     def _not_supported() -> pynvml.NVMLError:
@@ -116,10 +133,14 @@ class SimulatedNvml:
         return self._gpus[index].handle
 
     def nvmlDeviceGetUUID(self, handle: Any) -> str:
+        gi = getattr(handle, "gpu_instance", None)
+        if gi is not None:
+            return f"MIG-{uuid.uuid5(uuid.NAMESPACE_DNS, f'simulated-mig-{handle.index}-{gi}.gpuscale')}"
         return f"GPU-{uuid.uuid5(uuid.NAMESPACE_DNS, f'simulated-gpu-{handle.index}.gpuscale')}"
 
     def nvmlDeviceGetName(self, handle: Any) -> str:
-        return "NVIDIA H200"
+        gi = getattr(handle, "gpu_instance", None)
+        return "NVIDIA H200" if gi is None else f"NVIDIA H200 MIG {self._mig[handle.index][gi - 1]}"
 
     def nvmlDeviceGetMinorNumber(self, handle: Any) -> int:
         return int(handle.index)
@@ -140,8 +161,10 @@ class SimulatedNvml:
         return [0, 167000]
 
     def nvmlDeviceGetMemoryInfo(self, handle: Any, version: Any = None) -> Any:
-        used = (IDLE_USED_MIB + round(self.load(handle) * 70_000)) * MIB
-        total, reserved = TOTAL_MIB * MIB, RESERVED_MIB * MIB
+        gi = getattr(handle, "gpu_instance", None)
+        total_mib = TOTAL_MIB if gi is None else _profile_mib(self._mig[handle.index][gi - 1])
+        used = (IDLE_USED_MIB + round(self.load(handle) * total_mib * 0.48)) * MIB
+        total, reserved = total_mib * MIB, (RESERVED_MIB if gi is None else 0) * MIB
         return SimpleNamespace(total=total, reserved=reserved, used=used, free=total - reserved - used)
 
     def nvmlDeviceGetPowerUsage(self, handle: Any) -> int:
@@ -229,13 +252,16 @@ class SimulatedNvml:
         return None
 
     def nvmlGpmSampleGet(self, handle: Any, sample: Any) -> Any:
-        sample.index, sample.t = handle.index, self._now()
+        sample.index, sample.gi, sample.t = handle.index, None, self._now()
+        return sample
+
+    def nvmlGpmMigSampleGet(self, handle: Any, gpu_instance_id: int, sample: Any) -> Any:
+        sample.index, sample.gi, sample.t = handle.index, gpu_instance_id, self._now()
         return sample
 
     def nvmlGpmMetricsGet(self, request: Any) -> Any:
-        t1, t2 = request.sample1.t, request.sample2.t
-        index = request.sample2.index
-        load = sum(self._load(index, t1 + (t2 - t1) * k / 4) for k in range(5)) / 5
+        handle = SimpleNamespace(index=request.sample2.index, gpu_instance=request.sample2.gi)
+        load = self.load(handle)
         # Percentages as an H200 gave them under a bf16 GEMM, scaled by load.
         per_load = {
             pynvml.NVML_GPM_METRIC_GRAPHICS_UTIL: 99.0,
@@ -259,10 +285,53 @@ class SimulatedNvml:
             metric.value = per_load.get(metric.metricId, 0.0) * load
         return request
 
-    # -- processes (none run on simulated GPUs unless a subclass adds them) ----------------------------------
+    # -- MIG -------------------------------------------------------------------------------------------------
+
+    def nvmlDeviceGetMigMode(self, handle: Any) -> list[int]:
+        mode = pynvml.NVML_DEVICE_MIG_ENABLE if handle.index in self._mig else pynvml.NVML_DEVICE_MIG_DISABLE
+        return [mode, mode]
+
+    def nvmlDeviceGetMaxMigDeviceCount(self, handle: Any) -> int:
+        return 7
+
+    def nvmlDeviceGetMigDeviceHandleByIndex(self, handle: Any, index: int) -> Any:
+        if index >= len(self._mig.get(handle.index, [])):
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_NOT_FOUND)
+        return SimpleNamespace(index=handle.index, gpu_instance=index + 1)
+
+    def nvmlDeviceGetGpuInstanceId(self, handle: Any) -> int:
+        return int(handle.gpu_instance)
+
+    # -- processes: NVML keeps one sample per ~200 ms window, owned by the process that held the GPU ----------
+
+    def _window_owner(self, gpu: int, k: int) -> int | None:
+        """Which process held the GPU in window ``k``: spread by share with a low-discrepancy sequence."""
+        position = (k * 0.6180339887) % 1.0
+        for pid, share in self._processes.get(gpu, {}).items():
+            if position < share:
+                return pid
+            position -= share
+        return None
 
     def nvmlDeviceGetComputeRunningProcesses(self, handle: Any) -> list[Any]:
-        return []
+        return [
+            SimpleNamespace(pid=pid, usedGpuMemory=(2048 + round(share * 40_000)) * MIB)
+            for pid, share in self._processes.get(handle.index, {}).items()
+        ]
 
     def nvmlDeviceGetProcessUtilization(self, handle: Any, last_seen: int) -> list[Any]:
-        raise pynvml.NVMLError(pynvml.NVML_ERROR_NOT_FOUND)
+        now_k = int(self._now() / SAMPLE_PERIOD)
+        latest: dict[int, Any] = {}
+        for k in range(now_k, max(-1, now_k - 50), -1):
+            pid = self._window_owner(handle.index, k)
+            stamp = int((self._wall_start + (k + 1) * SAMPLE_PERIOD) * 1e6)
+            if pid is not None and pid not in latest and stamp > last_seen:
+                latest[pid] = SimpleNamespace(pid=pid, timeStamp=stamp, smUtil=90, memUtil=25, encUtil=0, decUtil=0)
+        if not latest:
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_NOT_FOUND)
+        return list(latest.values())
+
+
+def _profile_mib(profile: str) -> int:
+    """ "1g.18gb" → 18432."""
+    return int(profile.split(".")[1].removesuffix("gb")) * 1024

@@ -1,0 +1,236 @@
+"""Readings → series named by the pods that use them: the "attach" step between reading NVML and rendering.
+
+- A GPU (or MIG instance) held by one pod: its series carry ``pod``, ``namespace`` and ``container``.
+- A GPU shared by several pods (time-slicing, MPS): the device-wide series stays without pod labels, and each
+  sharing pod gets its own ``DCGM_FI_DEV_GPU_UTIL`` and ``DCGM_FI_DEV_FB_USED``. Utilization is split by NVML's
+  per-process samples over the sampler's window: a pod's value is the device's mean utilization over the window
+  times the pod's fraction of all process samples. Memory is the sum of its processes' memory. A sharing pod with
+  no process on the GPU reports 0.
+- MIG: one series set per GPU instance, labelled ``GPU_I_PROFILE`` and ``GPU_I_ID``, owned through ``MIG-<uuid>``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter, deque
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from .cgroups import CgroupReader, ProcessGone
+from .exposition import Family, Labels
+from .nvml_reader import CycleResult, DeviceReading
+from .pod_directory import PodDirectory
+from .pod_resources import Assignment, Owner, PodMap, PodResourcesWatcher
+from .process_sampler import ProcessSampler
+from .self_metrics import PREFIX
+from .series import Series, gpu_labels
+
+GPU_UTIL = "DCGM_FI_DEV_GPU_UTIL"
+FB_USED = "DCGM_FI_DEV_FB_USED"
+MIB = 1024 * 1024
+
+Slot = tuple[int, int | None]  # (GPU index, MIG GPU instance ID or None for the whole GPU)
+
+
+def owner_labels(owner: Owner) -> Labels:
+    return (("pod", owner.pod), ("namespace", owner.namespace), ("container", owner.container))
+
+
+def _one_pod(owners: Iterable[Owner]) -> Owner | None:
+    """The owner when all holders are containers of one pod (the first container by name), else None."""
+    ordered = sorted(owners)
+    if ordered and len({(o.namespace, o.pod) for o in ordered}) == 1:
+        return ordered[0]
+    return None
+
+
+def resolve(assignments: Iterable[Assignment], readings: Iterable[DeviceReading]) -> dict[Slot, set[Owner]]:
+    by_uuid: dict[str, int] = {}
+    by_minor: dict[int, int] = {}
+    by_mig: dict[str, Slot] = {}
+    indices: set[int] = set()
+    for r in readings:
+        by_uuid[r.gpu.uuid] = by_minor[r.gpu.minor] = r.gpu.index
+        indices.add(r.gpu.index)
+        for inst in r.instances:
+            by_mig[inst.instance.uuid] = (r.gpu.index, inst.instance.gpu_instance_id)
+    owners: dict[Slot, set[Owner]] = {}
+    for a in assignments:
+        ref = a.device
+        slot: Slot | None = None
+        if ref.mig_uuid is not None:
+            slot = by_mig.get(ref.mig_uuid)
+        else:
+            index = (
+                by_uuid.get(ref.gpu_uuid or "")
+                if ref.gpu_uuid is not None
+                else by_minor.get(ref.minor) if ref.minor is not None
+                else ref.index if ref.index in indices
+                else None
+            )  # fmt: skip
+            if index is not None:
+                slot = (index, ref.gpu_instance)
+        if slot is not None:
+            owners.setdefault(slot, set()).add(a.owner)
+    return owners
+
+
+class Attribution:
+    def __init__(
+        self,
+        nvml: Any,
+        pod_map: Callable[[], PodMap],
+        directory: PodDirectory | None,
+        cgroups: CgroupReader,
+        sampler: ProcessSampler | None,
+        replace_blanks: bool = False,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._nvml = nvml
+        self._pod_map = pod_map
+        self._directory = directory
+        self._cgroups = cgroups
+        self._sampler = sampler
+        self._replace_blanks = replace_blanks
+        self._clock = clock
+        self._history: dict[int, deque[tuple[float, float]]] = {}
+        self.shared_gpus = 0
+        self.unattributable = 0
+        self.watcher: PodResourcesWatcher | None = None
+
+    def __call__(self, result: CycleResult) -> list[Series]:
+        owners = resolve(self._pod_map().assignments, result.readings)
+        shared = {
+            r.gpu.index: r
+            for r in result.readings
+            if len({(o.namespace, o.pod) for o in owners.get((r.gpu.index, None), ())}) > 1
+        }
+        self.shared_gpus = len(shared)
+        if self._sampler is not None:
+            self._sampler.watch({i: r.handle for i, r in shared.items()})
+        series: list[Series] = []
+        for reading in result.readings:
+            index = reading.gpu.index
+            base = gpu_labels(reading.gpu, self._replace_blanks)
+            self._remember(index, reading.values.get(GPU_UTIL))
+            owner = _one_pod(owners.get((index, None), ()))
+            series.append(Series(base, reading.values, owner_labels(owner) if owner else ()))
+            if index in shared:
+                series.extend(self._shares(reading, base, owners[(index, None)]))
+            for inst in reading.instances:
+                gi = inst.instance.gpu_instance_id
+                labels = (*base, ("GPU_I_PROFILE", inst.instance.profile), ("GPU_I_ID", str(gi)))
+                inst_owner = _one_pod(owners.get((index, gi), ()))
+                series.append(Series(labels, inst.values, owner_labels(inst_owner) if inst_owner else ()))
+        return series
+
+    def _remember(self, index: int, util: float | None) -> None:
+        history = self._history.setdefault(index, deque())
+        now = self._clock()
+        if util is not None:
+            history.append((now, util))
+        window = self._sampler.window if self._sampler is not None else 10.0
+        while history and history[0][0] < now - window:
+            history.popleft()
+
+    def _device_mean(self, index: int) -> float:
+        history = self._history.get(index)
+        return sum(u for _, u in history) / len(history) if history else 0.0
+
+    def _shares(self, reading: DeviceReading, base: Labels, holders: set[Owner]) -> list[Series]:
+        if self._sampler is None or self._directory is None or not self._directory.synced:
+            self.unattributable += 1  # without naming processes' pods, a per-pod 0 would be a lie: leave them out
+            return []
+        index = reading.gpu.index
+        sums = self._sampler.window_sums(index)
+        memory = self._process_memory(reading.handle)
+        pod_of: dict[int, tuple[str, str]] = {}
+        for pid in set(sums) | set(memory):
+            try:
+                uid = self._cgroups.pod_uid(pid)
+            except ProcessGone:
+                continue
+            ref = self._directory.lookup(uid) if uid else None
+            if ref is not None:
+                pod_of[pid] = ref
+        total = sum(sums.values())
+        device = self._device_mean(index)
+        out = []
+        pods: dict[tuple[str, str], Owner] = {}
+        for owner in sorted(holders):
+            pods.setdefault((owner.namespace, owner.pod), owner)
+        for key, owner in pods.items():
+            pids = [pid for pid, ref in pod_of.items() if ref == key]
+            util = device * sum(sums.get(p, 0.0) for p in pids) / total if total > 0 else 0.0
+            used = sum(memory.get(p, 0) for p in pids)
+            out.append(Series(base, {GPU_UTIL: round(util, 2), FB_USED: float(used)}, owner_labels(owner)))
+        return out
+
+    def _process_memory(self, handle: Any) -> dict[int, int]:
+        """pid → MiB of device memory, for the processes running on this GPU now."""
+        try:
+            processes = self._nvml.nvmlDeviceGetComputeRunningProcesses(handle)
+        except self._nvml.NVMLError:
+            return {}
+        out = {}
+        for p in processes:
+            used = getattr(p, "usedGpuMemory", None)
+            out[int(p.pid)] = int(used) // MIB if isinstance(used, int) else 0
+        return out
+
+    def families(self) -> list[Family]:
+        def one(name: str, type_: str, help_: str, value: float) -> Family:
+            return Family(PREFIX + name, type_, help_, (((), value),))
+
+        out = [
+            one("shared_gpus", "gauge", "GPUs held by more than one pod; each pod gets a share.", self.shared_gpus),
+            one(
+                "cgroup_read_errors_total",
+                "counter",
+                "Processes whose /proc/<pid>/cgroup could not be read.",
+                self._cgroups.errors,
+            ),
+            one(
+                "shared_gpu_unattributed_total",
+                "counter",
+                "Cycles in which a shared GPU could not be split by pod (pod directory not synced).",
+                self.unattributable,
+            ),
+        ]
+        if self._directory is not None:
+            out.append(
+                one(
+                    "pod_directory_synced",
+                    "gauge",
+                    "1 once pods on this node are known by UID.",
+                    float(self._directory.synced),
+                )
+            )
+        if self._sampler is not None:
+            out.append(
+                one(
+                    "process_sampler_errors_total",
+                    "counter",
+                    "Per-process utilization reads that failed.",
+                    self._sampler.errors,
+                )
+            )
+        watcher = self.watcher
+        if watcher is not None:
+            out.append(
+                one("pod_mapping_up", "gauge", "1 when the kubelet's pod-resources map is fresh.", float(watcher.fresh))
+            )
+            age = watcher.age()
+            if age is not None:
+                out.append(one("pod_mapping_age_seconds", "gauge", "Seconds since the pod map was refreshed.", age))
+            errors: Counter[str] = watcher.errors
+            if errors:
+                out.append(
+                    Family(
+                        PREFIX + "pod_mapping_errors_total",
+                        "counter",
+                        "pod-resources refreshes that failed, by kind.",
+                        tuple(((("kind", k),), float(n)) for k, n in sorted(errors.items())),
+                    )
+                )
+        return out

@@ -1,0 +1,197 @@
+"""Which container holds which GPU, from the kubelet's pod-resources gRPC API, refreshed on a thread of its own.
+
+dcgm-exporter calls the kubelet inside every scrape; here ``PodResourcesWatcher`` refreshes in the background with a
+bounded timeout per call, and the collection cycle only reads the last ``PodMap``. A map older than ``max_age``
+(the kubelet stopped answering) is dropped rather than served, so no series keeps a pod that may have ended.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import stat
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+import grpc
+
+from .device_ids import DeviceRef, parse_device_id
+from .podresources import api_pb2, api_pb2_grpc
+
+log = logging.getLogger(__name__)
+
+GPU_RESOURCES = frozenset({"nvidia.com/gpu", "nvidia.com/gpu.shared"})
+MIG_PREFIX = "nvidia.com/mig-"
+_MAX_REPORTED_IDS = 256
+
+
+@dataclass(frozen=True, order=True)
+class Owner:
+    namespace: str
+    pod: str
+    container: str
+
+
+@dataclass(frozen=True)
+class Assignment:
+    device: DeviceRef
+    owner: Owner
+    resource: str
+    device_id: str
+
+
+@dataclass(frozen=True)
+class PodMap:
+    assignments: tuple[Assignment, ...] = ()
+    refreshed_at: float | None = None  # monotonic time of the refresh these assignments came from
+
+
+class PodResourcesError(Exception):
+    def __init__(self, kind: str, message: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+
+
+class PodResourcesClient:
+    """``List`` over the kubelet's unix socket, turned into GPU assignments."""
+
+    def __init__(self, socket_path: str, resource_names: Iterable[str] = (), timeout: float = 2.0) -> None:
+        self.socket_path = socket_path
+        self._extra = frozenset(resource_names)
+        self._timeout = timeout
+        self._channel: grpc.Channel | None = None
+        self._stub: api_pb2_grpc.PodResourcesListerStub | None = None
+        self._unknown_ids: set[str] = set()
+
+    def is_gpu_resource(self, name: str) -> bool:
+        return name in GPU_RESOURCES or name.startswith(MIG_PREFIX) or name in self._extra
+
+    def fetch(self) -> list[Assignment]:
+        self._check_socket()
+        if self._stub is None:
+            self._channel = grpc.insecure_channel(f"unix://{self.socket_path}")
+            self._stub = api_pb2_grpc.PodResourcesListerStub(self._channel)  # type: ignore[no-untyped-call]
+        try:
+            response = self._stub.List(api_pb2.ListPodResourcesRequest(), timeout=self._timeout)
+        except grpc.RpcError as e:
+            code = e.code() if hasattr(e, "code") else None
+            kind = code.name if code is not None else "RpcError"
+            detail = e.details() if hasattr(e, "details") else str(e)
+            self.close()  # a fresh channel next time: the kubelet may have restarted and made a new socket
+            raise PodResourcesError(kind, f"List on {self.socket_path} failed: {kind}: {detail}") from e
+        return self._assignments(response)
+
+    def _check_socket(self) -> None:
+        try:
+            mode = os.stat(self.socket_path).st_mode
+        except FileNotFoundError:
+            raise PodResourcesError("NoSocket", f"{self.socket_path} does not exist") from None
+        except OSError as e:
+            raise PodResourcesError("SocketUnreadable", f"{self.socket_path} cannot be read: {e}") from e
+        if not stat.S_ISSOCK(mode):
+            raise PodResourcesError("NotASocket", f"{self.socket_path} is not a socket")
+
+    def _assignments(self, response: api_pb2.ListPodResourcesResponse) -> list[Assignment]:
+        out = []
+        for pod in response.pod_resources:
+            for container in pod.containers:
+                owner = Owner(pod.namespace, pod.name, container.name)
+                for devices in container.devices:
+                    if not self.is_gpu_resource(devices.resource_name):
+                        continue
+                    for device_id in devices.device_ids:
+                        ref = parse_device_id(device_id)
+                        if ref is None:
+                            self._report_unknown(device_id, devices.resource_name, owner)
+                            continue
+                        out.append(Assignment(ref, owner, devices.resource_name, device_id))
+        return out
+
+    def _report_unknown(self, device_id: str, resource: str, owner: Owner) -> None:
+        if device_id in self._unknown_ids or len(self._unknown_ids) >= _MAX_REPORTED_IDS:
+            return
+        self._unknown_ids.add(device_id)
+        log.warning(
+            "device ID %r of %s (pod %s/%s) has a form this collector does not know; it is not attributed",
+            device_id,
+            resource,
+            owner.namespace,
+            owner.pod,
+        )
+
+    def close(self) -> None:
+        if self._channel is not None:
+            self._channel.close()
+        self._channel = None
+        self._stub = None
+
+
+class PodResourcesWatcher:
+    """Refreshes the pod map every ``refresh`` seconds on its own thread; ``current`` never blocks."""
+
+    def __init__(
+        self,
+        client: PodResourcesClient,
+        refresh: float = 1.0,
+        max_age: float = 10.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._client = client
+        self._refresh = refresh
+        self.max_age = max_age
+        self._clock = clock
+        self._map = PodMap()
+        self.errors: Counter[str] = Counter()
+        self.refreshes = 0
+        self._last_error = ""
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    @property
+    def current(self) -> PodMap:
+        snapshot = self._map
+        if snapshot.refreshed_at is not None and self._clock() - snapshot.refreshed_at > self.max_age:
+            return PodMap(refreshed_at=snapshot.refreshed_at)
+        return snapshot
+
+    @property
+    def fresh(self) -> bool:
+        age = self.age()
+        return age is not None and age <= self.max_age
+
+    def age(self) -> float | None:
+        refreshed = self._map.refreshed_at
+        return None if refreshed is None else self._clock() - refreshed
+
+    def refresh_once(self) -> None:
+        try:
+            assignments = self._client.fetch()
+        except PodResourcesError as e:
+            self.errors[e.kind] += 1
+            if str(e) != self._last_error:
+                self._last_error = str(e)
+                log.warning("pod-resources: %s; GPU series carry no pod labels until it answers (retrying)", e)
+            return
+        if self._last_error:
+            log.info("pod-resources answers again on %s", self._client.socket_path)
+            self._last_error = ""
+        self.refreshes += 1
+        self._map = PodMap(tuple(assignments), self._clock())
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="pod-resources", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.refresh_once()
+            self._stop.wait(self._refresh)
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        self._client.close()
