@@ -106,3 +106,9 @@ def test_render_errors(text: str, fragment: str) -> None:
 def test_compile_template_checks_fields_at_load_and_names_the_place() -> None:
     with pytest.raises(TemplateError, match=r"rules\[3\].metricsQuery: can't evaluate field LabelMatcher"):
         compile_template("sum(<<.Series>>{<<.LabelMatcher>>})", "rules[3].metricsQuery", ARGS)
+
+
+def test_the_parser_accepts_exactly_the_functions_the_renderer_has() -> None:
+    from adapter import template_parser, templates
+
+    assert set(templates._FUNCS) == template_parser.FUNCTIONS
