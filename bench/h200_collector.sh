@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The collector on a real GPU: record the NVML trace the tests replay, validate every load kind against the
-# collector's /metrics, and benchmark scrape latency and collection CPU. Writes results under ${OUT:-out}/.
+# collector's /metrics, benchmark scrape latency and collection CPU, and split a shared GPU by pod.
+# Writes results under ${OUT:-out}/.
 set -uo pipefail
 OUT=${OUT:-out}; mkdir -p "$OUT"
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
@@ -9,16 +10,13 @@ python3 tests/fakes/record_trace.py "$OUT/h200.json" 2>&1 | tail -3
 python3 -m collector -a 127.0.0.1:9400 > "$OUT/collector.log" 2>&1 &
 COLLECTOR=$!
 sleep 3
-curl -s 127.0.0.1:9400/metrics > "$OUT/metrics-idle.txt"
 for kind in gemm-bf16 gemm-fp16 fp32 fp64 memory; do
   secs=12; [ "$kind" = gemm-bf16 ] && secs=20
   echo "## $kind" >> "$OUT/validate.md"
-  python3 -m loadgen validate --kind $kind --seconds $secs --idle-seconds 4 >> "$OUT/validate.md" 2>&1
+  python3 -m loadgen validate --kind $kind --seconds $secs --idle-seconds 3 >> "$OUT/validate.md" 2>&1
   echo "exit $?" >> "$OUT/validate.md"
-  [ "$kind" = gemm-bf16 ] && curl -s 127.0.0.1:9400/metrics > "$OUT/metrics-gemm.txt"
 done
-(python3 -m loadgen run --kind gemm-bf16 --seconds 8 >/dev/null 2>&1 &); sleep 5
-curl -s 127.0.0.1:9400/metrics > "$OUT/metrics-gemm.txt"; sleep 4
 kill $COLLECTOR
-python3 bench/collector_bench.py --simulate 1,8 --real --requests 2000 --collect-seconds 20 > "$OUT/bench.md" 2>&1
-cat "$OUT/validate.md" "$OUT/bench.md"
+python3 bench/collector_bench.py --simulate 8 --real --requests 2000 --collect-seconds 20 > "$OUT/bench.md" 2>&1
+for period in 1.0 0.1; do python3 bench/h200_shared.py --period $period --seconds 36 >> "$OUT/shared.md" 2>&1; done
+cat "$OUT/validate.md" "$OUT/bench.md" "$OUT/shared.md"

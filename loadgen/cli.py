@@ -29,13 +29,16 @@ def _positive(text: str) -> float:
 def add_load_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--kind", choices=sorted(KINDS), default="gemm-bf16", help="what to keep busy")
     parser.add_argument("--seconds", type=_positive, default=30.0, help="how long to run")
-    parser.add_argument("--duty", type=_duty, default=1.0, help="busy fraction of each 100 ms period, (0, 1]")
+    parser.add_argument("--duty", type=_duty, default=1.0, help="busy fraction of each period, (0, 1]")
+    parser.add_argument("--period", type=_positive, default=0.1, help="duty-cycle period in seconds")
     parser.add_argument("--size", type=int, default=8192, help="matrix side or vector scale")
     parser.add_argument("--gpu", type=int, default=0, help="CUDA device index")
 
 
 def spec_from(args: argparse.Namespace) -> LoadSpec:
-    return LoadSpec(kind=args.kind, seconds=args.seconds, duty=args.duty, size=args.size, gpu=args.gpu)
+    return LoadSpec(
+        kind=args.kind, seconds=args.seconds, duty=args.duty, size=args.size, gpu=args.gpu, period=args.period
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -77,7 +77,9 @@ def write(path: Path, fields: list[str]) -> None:
     path.write_text("".join(f"{f}, gauge, help for {f}\n" for f in fields))
 
 
-def test_reload_swaps_the_counters_between_cycles(tmp_path: Path, h200: ReplayNvml, make_collection: MakeCollection) -> None:
+def test_reload_swaps_the_counters_between_cycles(
+    tmp_path: Path, h200: ReplayNvml, make_collection: MakeCollection
+) -> None:
     path = tmp_path / "counters.csv"
     write(path, ["DCGM_FI_DEV_GPU_UTIL"])
     collection = make_collection(h200, str(path))

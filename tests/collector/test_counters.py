@@ -39,7 +39,9 @@ def test_a_dcgm_exporter_file_works_unchanged() -> None:
     assert by_field["DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION"].type == "counter"
     assert by_field["DCGM_FI_PROF_GR_ENGINE_ACTIVE"].type == "gauge"  # histogram is served as a gauge
     # a comma inside the help text is kept rather than rejected
-    assert by_field["DCGM_FI_PROF_GR_ENGINE_ACTIVE"].help == "Ratio of time the graphics engine is active, as a fraction."
+    assert (
+        by_field["DCGM_FI_PROF_GR_ENGINE_ACTIVE"].help == "Ratio of time the graphics engine is active, as a fraction."
+    )
     assert by_field["DCGM_FI_DEV_GPU_UTIL"].help == "GPU utilization (in %)."
     assert parsed.labels == ("DCGM_FI_DRIVER_VERSION",)
 
@@ -83,6 +85,10 @@ def test_missing_and_unreadable_files_are_clear_errors(tmp_path: Path) -> None:
 def test_the_built_in_file_enables_profiling_and_serves_only_known_fields() -> None:
     parsed = counters.load(None)
     assert parsed.warnings == ()
-    assert {"DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", "DCGM_FI_PROF_GR_ENGINE_ACTIVE", "DCGM_FI_PROF_SM_ACTIVE"} <= parsed.fields
+    assert {
+        "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE",
+        "DCGM_FI_PROF_GR_ENGINE_ACTIVE",
+        "DCGM_FI_PROF_SM_ACTIVE",
+    } <= parsed.fields
     assert parsed.fields <= set(FIELDS)
     assert parsed.labels == ("DCGM_FI_DRIVER_VERSION",)

@@ -8,7 +8,9 @@ from collector.exposition import Family, format_value, render_openmetrics, rende
 
 TRICKY = 'a "quoted" \\ back\nslash'
 FAMILIES = [
-    Family("DCGM_FI_DEV_GPU_UTIL", "gauge", "GPU utilization (in %).", ((((("gpu", "0"), ("modelName", TRICKY)), 95.0),))),
+    Family(
+        "DCGM_FI_DEV_GPU_UTIL", "gauge", "GPU utilization (in %).", ((((("gpu", "0"), ("modelName", TRICKY)), 95.0),))
+    ),
     Family(
         "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION",
         "counter",

@@ -21,7 +21,11 @@ def test_dcgm_exporter_arguments_work_unchanged() -> None:
 
 
 def test_dcgm_exporter_environment_variables_work_and_ours_win() -> None:
-    env = {"DCGM_EXPORTER_INTERVAL": "2000", "DCGM_EXPORTER_LISTEN": "127.0.0.1:9999", "DCGM_EXPORTER_KUBERNETES": "true"}
+    env = {
+        "DCGM_EXPORTER_INTERVAL": "2000",
+        "DCGM_EXPORTER_LISTEN": "127.0.0.1:9999",
+        "DCGM_EXPORTER_KUBERNETES": "true",
+    }
     s = parse_settings([], env=env)
     assert s.interval == 2.0
     assert (s.host, s.port) == ("127.0.0.1", 9999)

@@ -8,18 +8,18 @@ the GPU at duty cycles 0.9 and 0.2, process utilization polled at 5 Hz as the sh
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import subprocess
 import sys
 import time
+import traceback
 from pathlib import Path
 from typing import Any
 
 import pynvml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-
-import contextlib
 
 from collector.fields import FIELDS
 from collector.nvml_reader import NvmlReader
@@ -82,6 +82,15 @@ def wait_for_load(handles: list[Any], timeout: float = 60.0) -> None:
 def main(out: Path) -> None:
     rec = RecordingNvml(pynvml)
     reader = NvmlReader(rec)
+    try:
+        record(rec, reader, out)
+    except Exception:
+        traceback.print_exc()  # keep what was recorded so far: device time is scarce
+        rec.save(out.with_suffix(".partial.json"), {"error": traceback.format_exc()})
+        raise
+
+
+def record(rec: RecordingNvml, reader: NvmlReader, out: Path) -> None:
     rec.phase = "init"
     reader.open()
     handles = [rec.nvmlDeviceGetHandleByIndex(i) for i in range(len(reader.gpus))]
@@ -96,7 +105,9 @@ def main(out: Path) -> None:
     cycles(rec, reader, handles, 8, poll_hz=5)
     gemm.wait()
 
-    heavy, light = load("gemm-bf16", 35, 0.9), load("gemm-bf16", 35, 0.2)
+    # A 1 s duty period: NVML gives each ~200 ms sample window to the process that held the GPU most in it, so
+    # finer interleaving would credit nearly every window to the heavier process (seen with a 0.1 s period).
+    heavy, light = load("gemm-bf16", 35, 0.9, 1.0), load("gemm-bf16", 35, 0.2, 1.0)
     wait_for_load(handles)
     time.sleep(3)  # both processes running: the light one may start later than the heavy one
     rec.phase = "ramp"
@@ -116,7 +127,8 @@ def main(out: Path) -> None:
         "gpus": gpus,
         "nvml_py": getattr(pynvml, "__version__", "?"),
         "shared_pids": {"heavy_duty_0.9": heavy.pid, "light_duty_0.2": light.pid},
-        "phases": "idle 6 s; gemm 8 s (bf16 8192^2 loop at full load); shared 14 s (two processes at duty 0.9 and 0.2)",
+        "phases": "idle 6 s; gemm 8 s (bf16 8192^2 loop at full load); "
+        "shared 14 s (two processes at duty 0.9 and 0.2 of a 1 s period)",
     }
     out.parent.mkdir(parents=True, exist_ok=True)
     rec.save(out, meta)
