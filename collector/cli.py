@@ -24,6 +24,7 @@ from .process_sampler import ProcessSampler
 from .server import create_app
 from .settings import Settings, parse_settings
 from .simulated import SimulatedNvml
+from .simulation_spec import load_spec
 
 log = logging.getLogger("collector")
 
@@ -54,6 +55,10 @@ def configure_logging(settings: Settings) -> None:
 
 def choose_nvml(settings: Settings) -> tuple[Any, bool]:
     """The NVML module to read, and whether it is simulated."""
+    if settings.simulate_spec:
+        spec = load_spec(settings.simulate_spec)
+        log.warning("serving %d SIMULATED GPUs from %s; no real GPU is read", spec.gpus, settings.simulate_spec)
+        return spec.build(), True
     if settings.simulate_gpus:
         log.warning("serving %d SIMULATED GPUs (--simulate-gpus); no real GPU is read", settings.simulate_gpus)
         return SimulatedNvml(settings.simulate_gpus), True
@@ -125,8 +130,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     configure_logging(settings)
     for flag in settings.ignored:
         log.info("%s is a DCGM setting and has no effect here", flag)
-    nvml, simulated = choose_nvml(settings)
     try:
+        nvml, simulated = choose_nvml(settings)
         node = build_node(settings, nvml, simulated)
     except ConfigError as e:
         print(f"gpuscale-collector: error: {e}", file=sys.stderr)

@@ -74,6 +74,7 @@ class Settings:
     hostname: str | None
     replace_blanks: bool
     simulate_gpus: int
+    simulate_spec: str | None
     fallback_simulated_gpus: int
     debug: bool
     log_format: str
@@ -225,6 +226,10 @@ def build_parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
         help="serve N simulated H200-like GPUs instead of reading NVML (for machines without a GPU)",
     )  # fmt: skip
     b.add(
+        "--simulate-spec", default="",
+        help="serve simulated GPUs described by this YAML file (count, MIG, processes, a load script)",
+    )  # fmt: skip
+    b.add(
         "--fallback-simulated-gpus", default=0, type=_int_range(0, 64),
         help="when NVML cannot start, serve N simulated GPUs instead of waiting for it (local runs and demos)",
     )  # fmt: skip
@@ -296,6 +301,7 @@ def parse_settings(argv: Sequence[str] | None = None, env: Mapping[str, str] | N
         hostname=hostname,
         replace_blanks=args.replace_blanks_in_model_name,
         simulate_gpus=args.simulate_gpus,
+        simulate_spec=args.simulate_spec or None,
         fallback_simulated_gpus=args.fallback_simulated_gpus,
         debug=args.debug,
         log_format=args.log_format,
