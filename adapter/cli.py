@@ -7,6 +7,7 @@ gpuscale-adapter explain [flags] [--json] /apis/custom.metrics.k8s.io/v1beta2/na
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import logging
 import signal
@@ -42,6 +43,9 @@ async def _serve(settings: Settings) -> None:
     try:
         site = web.TCPSite(runner, settings.bind_address, settings.secure_port, ssl_context=ssl_context)
         await site.start()
+        # the long-lived objects made at start (modules, rules, caches) need no more collection passes; without
+        # this, every full pass walks them while a large Prometheus answer is being decoded
+        gc.freeze()
         scheme = "https" if ssl_context else "http"
         log.info("serving on %s", ", ".join(f"{scheme}://{a[0]}:{a[1]}" for a in runner.addresses))
         stop = asyncio.Event()

@@ -9,17 +9,19 @@ from typing import Any
 
 from aiohttp import web
 from aiohttp.typedefs import Handler
+from cachetools import LRUCache
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from adapter import explain as explaining
 from adapter.components import COMPONENTS, Components
 from adapter.errors import AdapterError, BackendError, NotConfigured, NotFound
 from adapter.objects import (
+    MetricValue,
     api_group,
     api_group_list,
     api_resource_list,
     external_value_list,
-    metric_value_list,
+    render_metric_value_list,
     status,
 )
 from adapter.paths import (
@@ -34,12 +36,18 @@ from adapter.paths import (
 log = logging.getLogger(__name__)
 
 ROUTE = web.RequestKey("route", str)
+# rendered answers by the identity of the values they were rendered from (the provider hands back the same list
+# while its cached Prometheus results are the same)
+RENDERED = web.AppKey("rendered", LRUCache)
 _HTTP_REASONS = {404: "NotFound", 405: "MethodNotAllowed", 406: "NotAcceptable", 413: "RequestEntityTooLarge"}
 
 
+def _dumps(body: Any) -> bytes:
+    return json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode()
+
+
 def _json(body: Any, code: int = 200) -> web.Response:
-    text = json.dumps(body, separators=(",", ":"), ensure_ascii=False)
-    return web.Response(body=text.encode(), status=code, content_type="application/json")
+    return web.Response(body=_dumps(body), status=code, content_type="application/json")
 
 
 def _status_response(code: int, reason: str, message: str) -> web.Response:
@@ -115,7 +123,15 @@ async def metrics_api(request: web.Request) -> web.Response:
             raise NotConfigured("no metrics discovered yet: the rules matched no series in Prometheus")
         return _json(api_resource_list(req.group, req.version, entries))
     if isinstance(req, CustomRequest):
-        return _json(metric_value_list(req.version, await c.provider.custom(req)))
+        items = await c.provider.custom(req)
+        rendered: LRUCache[tuple[str, int], tuple[list[MetricValue], bytes]] = request.app[RENDERED]
+        key = (req.version, id(items))
+        hit = rendered.get(key)
+        if hit is None or hit[0] is not items:
+            hit = (items, render_metric_value_list(req.version, items))
+            if len(items) < 50_000:
+                rendered[key] = hit
+        return web.Response(body=hit[1], content_type="application/json")
     assert isinstance(req, ExternalRequest)
     return _json(external_value_list(req.version, await c.provider.external(req)))
 
@@ -152,6 +168,7 @@ async def openapi(request: web.Request) -> web.Response:
 
 
 def add_routes(app: web.Application) -> None:
+    app[RENDERED] = LRUCache(50_000, getsizeof=lambda entry: len(entry[0]) + 1)
     r = app.router
     r.add_get("/apis", apis)
     r.add_get("/apis/", apis)

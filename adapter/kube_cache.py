@@ -13,6 +13,8 @@ import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from cachetools import LRUCache
+
 from adapter import resources
 from adapter.errors import KubernetesError, ResourceExpired
 from adapter.kube_api import KubeMetadataAPI, ObjectMeta
@@ -40,12 +42,23 @@ class Reflector:
         self.resource_version = ""
         self._objects: dict[str | None, dict[str, Mapping[str, str]]] = {}
         self._label = str(info.group_resource)
+        # the HPA asks the same selector every sync period: answers are kept until any object changes
+        self._generation = 0
+        self._answers: LRUCache[tuple[str | None, Selector], tuple[int, list[str]]] = LRUCache(1024)
 
     def names(self, namespace: str | None, selector: Selector) -> list[str]:
-        by_name = self._objects.get(namespace if self.info.namespaced else None, {})
+        """Sorted names of the matching objects; the list is shared, callers must not change it."""
+        key = (namespace if self.info.namespaced else None, selector)
+        hit = self._answers.get(key)
+        if hit is not None and hit[0] == self._generation:
+            return hit[1]
+        by_name = self._objects.get(key[0], {})
         if not selector:
-            return sorted(by_name)
-        return sorted(name for name, labels in by_name.items() if selector.matches(labels))
+            names = sorted(by_name)
+        else:
+            names = sorted(name for name, labels in by_name.items() if selector.matches(labels))
+        self._answers[key] = (self._generation, names)
+        return names
 
     def __len__(self) -> int:
         return sum(len(v) for v in self._objects.values())
@@ -55,6 +68,7 @@ class Reflector:
         for item in items:
             objects.setdefault(self._key(item), {})[item.name] = item.labels
         self._objects = objects
+        self._generation += 1
 
     def _key(self, item: ObjectMeta) -> str | None:
         return item.namespace if self.info.namespaced else None
@@ -75,6 +89,7 @@ class Reflector:
                     by_name.pop(event.object.name, None)
                 else:
                     by_name[event.object.name] = event.object.labels
+                self._generation += 1
             if event.resource_version:
                 self.resource_version = event.resource_version
         self.metrics.kube_objects.labels(self._label).set(len(self))

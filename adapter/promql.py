@@ -15,27 +15,27 @@ from adapter.selectors import Op, Selector
 
 _LABEL_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
 _METRIC_NAME = re.compile(r"^[a-zA-Z_:][a-zA-Z0-9_:]*$")
-_REGEX_META = re.compile(r"([\\.+*?()|\[\]{}^$])")
 _STRING_ESCAPES = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\r": "\\r", "\t": "\\t"}
+_QUOTE = str.maketrans(
+    {
+        **{chr(c): f"\\u{c:04x}" for c in (*range(0x20), 0x7F)},
+        **_STRING_ESCAPES,
+    }
+)
+_NEEDS_QUOTING = re.compile(r'[\\"\x00-\x1f\x7f]')
+_REGEX_ESCAPE = str.maketrans({c: "\\" + c for c in "\\.+*?()|[]{}^$"})
 
 
 def quote(value: str) -> str:
     """A PromQL double-quoted string literal whose unescaped content is exactly ``value``."""
-    out = ['"']
-    for c in value:
-        if c in _STRING_ESCAPES:
-            out.append(_STRING_ESCAPES[c])
-        elif ord(c) < 0x20 or ord(c) == 0x7F:
-            out.append(f"\\u{ord(c):04x}")
-        else:
-            out.append(c)
-    out.append('"')
-    return "".join(out)
+    if _NEEDS_QUOTING.search(value) is None:
+        return f'"{value}"'
+    return f'"{value.translate(_QUOTE)}"'
 
 
 def regex_escape(value: str) -> str:
     """``value`` as an RE2 pattern matching only itself (Prometheus anchors regex matchers at both ends)."""
-    return _REGEX_META.sub(r"\\\1", value)
+    return value.translate(_REGEX_ESCAPE)
 
 
 def alternation(values: Iterable[str]) -> str:
@@ -51,12 +51,20 @@ def matcher(label: str, op: str, value: str) -> str:
 
 def names_matcher(label: str, names: Iterable[str]) -> str:
     """``label="name"`` for one name, ``label=~"a|b"`` (escaped) for several."""
+    return names_matcher_and_alternation(label, names)[0]
+
+
+def names_matcher_and_alternation(label: str, names: Iterable[str]) -> tuple[str, str]:
+    """The names matcher, and the escaped alternation inside its quotes (``LabelValuesByName``), built once."""
     unique = sorted(set(names))
     if not unique:
         raise ValueError("names_matcher needs at least one name")
+    quoted = quote("|".join(map(regex_escape, unique)))
     if len(unique) == 1:
-        return matcher(label, "=", unique[0])
-    return matcher(label, "=~", alternation(unique))
+        return matcher(label, "=", unique[0]), quoted[1:-1]
+    if not _LABEL_NAME.match(label):
+        raise ValueError(f"invalid Prometheus label name {label!r}")
+    return f"{label}=~{quoted}", quoted[1:-1]
 
 
 def selector_matchers(selector: Selector, what: str = "metricLabelSelector") -> list[str]:

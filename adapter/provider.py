@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import functools
 import logging
+import operator
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from cachetools import TTLCache
+from cachetools import LRUCache, TTLCache
 
 from adapter import resources
 from adapter.discovery import Catalog, MetricSource
@@ -22,8 +23,10 @@ from adapter.objects import ExternalValue, MetricValue, ObjectRef, ResourceEntry
 from adapter.paths import CUSTOM_GROUP, CustomRequest, ExternalRequest
 from adapter.prometheus import PrometheusAPI, QueryResult, Sample
 from adapter.promql import window_seconds
-from adapter.quantity import NotFinite, format_quantity, parse_sample_value
+from adapter.quantity import format_quantity, parse_sample_value
 from adapter.queries import custom_query, external_query
+from adapter.resources import ResourceInfo
+from adapter.selectors import Selector
 from adapter.self_metrics import AdapterMetrics
 from adapter.value_cache import QueryCache
 
@@ -33,6 +36,9 @@ log = logging.getLogger(__name__)
 # dashboards and prometheus-adapter users read an instant GPU gauge as.
 DEFAULT_WINDOW_SECONDS = 60
 _DROP_LOG_EVERY = 60.0
+# memos are bounded by what they hold, not by entries: a 10,000-pod answer weighs as much as 10,000 small ones
+MEMO_ITEMS = 50_000
+MEMO_QUERY_CHARS = 4_000_000
 
 
 @dataclass
@@ -83,6 +89,10 @@ class Provider:
         self.metrics = metrics
         # one log line per metric and object a minute: a NaN (a division by zero) tends to repeat every request
         self._dropped_logged: TTLCache[tuple[str, str], bool] = TTLCache(10_000, _DROP_LOG_EVERY)
+        self._queries: LRUCache[tuple[object, ...], str] = LRUCache(MEMO_QUERY_CHARS, getsizeof=len)
+        self._answers: LRUCache[CustomRequest, tuple[tuple[QueryResult, ...], list[MetricValue]]] = LRUCache(
+            MEMO_ITEMS, getsizeof=lambda answer: len(answer[1]) + 1
+        )
 
     def resource_entries(self, group: str) -> list[ResourceEntry]:
         """The APIResourceList lines of a group, from memory; never raises."""
@@ -126,40 +136,82 @@ class Provider:
             return []
         wanted = set(names) if names is not None else None
         namespace = req.namespace if info.namespaced else None
-        selector = req.metric_selector.to_label_selector()
-        found: dict[str, MetricValue] = {}
-        # objects an earlier source had a sample for, finite or not: the first source with the object answers it
-        seen: set[str] = set()
+        # each object is answered by the first source (rule) with a sample for it, finite or not
+        owner: dict[str, int] = {}
 
-        def convert(source: MetricSource, samples: tuple[Sample, ...], record: QueryRecord | None) -> None:
+        def claim(index: int, source: MetricSource, result: QueryResult) -> bool:
             label = source.rule.label_for(info) or ""
-            window = _window(source.rule.metrics_query.text)
-            for sample in samples:
+            for sample in result.samples:
                 name = sample.labels.get(label)
-                if not name or (wanted is not None and name not in wanted):
-                    if record:
-                        record.unmatched += 1
-                    continue
-                if name in seen:
-                    continue
-                seen.add(name)
-                value = self._value(sample, req.metric, name, record)
-                if value is not None:
-                    ref = ObjectRef(info.kind, namespace, name, info.api_version)
-                    found[name] = MetricValue(ref, req.metric, selector, sample.timestamp, window, value)
-                    if record:
-                        record.kept.append(name)
+                if name and (wanted is None or name in wanted) and name not in owner:
+                    owner[name] = index
+            return wanted is not None and len(owner) >= len(wanted)
 
         def query(source: MetricSource) -> str:
-            return custom_query(source.rule, source.series, info, namespace, names, req.metric_selector)
+            return self._custom_query(source, info, namespace, names, req.metric_selector)
 
-        def complete() -> bool:
-            return wanted is not None and len(seen) >= len(wanted)
-
-        await self._each_source(metric.sources, query, convert, trace, complete)
-        if req.name is not None and not found:
+        used = await self._fetch(metric.sources, query, claim, trace)
+        results = tuple(result for _, result, _ in used)
+        if trace is None:
+            memo = self._answers.get(req)
+            # the same cached results give the same answer: skip converting them again
+            if memo is not None and len(memo[0]) == len(results) and all(map(operator.is_, memo[0], results)):
+                return memo[1]
+        items = self._convert(req, info, namespace, used, owner)
+        if req.name is not None and not items:
             where = f" in namespace {namespace}" if namespace else ""
             raise NotFound(f"the server could not find the metric {req.metric} for {gr} {req.name}{where}")
+        if trace is None and len(items) < MEMO_ITEMS:
+            self._answers[req] = (results, items)
+        return items
+
+    def _custom_query(
+        self,
+        source: MetricSource,
+        info: ResourceInfo,
+        namespace: str | None,
+        names: list[str] | None,
+        selector: Selector,
+    ) -> str:
+        key = (source, info.group_resource, namespace, None if names is None else tuple(names), selector)
+        query = self._queries.get(key)
+        if query is None:
+            query = custom_query(source.rule, source.series, info, namespace, names, selector)
+            if len(query) < MEMO_QUERY_CHARS:
+                self._queries[key] = query
+        return query
+
+    def _convert(
+        self,
+        req: CustomRequest,
+        info: ResourceInfo,
+        namespace: str | None,
+        used: list[tuple[MetricSource, QueryResult, QueryRecord | None]],
+        owner: dict[str, int],
+    ) -> list[MetricValue]:
+        selector = req.metric_selector.to_label_selector()
+        kind, api_version, metric = info.kind, info.api_version, req.metric
+        found: dict[str, MetricValue] = {}
+        for index, (source, result, record) in enumerate(used):
+            label = source.rule.label_for(info) or ""
+            window = _window(source.rule.metrics_query.text)
+            for sample in result.samples:
+                name = sample.labels.get(label)
+                if name is None or owner.get(name) != index:
+                    if record and (not name or name not in owner):
+                        record.unmatched += 1
+                    continue
+                # the owner answered: later samples for the name (a metricsQuery without aggregation) are ignored
+                owner[name] = -1
+                try:
+                    value = _quantity(sample.value)
+                except ValueError:
+                    self._drop(sample, metric, name, record)
+                    continue
+                ref = ObjectRef(kind, namespace, name, api_version)
+                found[name] = MetricValue(ref, metric, selector, sample.timestamp, window, value)
+                if record:
+                    record.kept.append(name)
         return [found[n] for n in sorted(found)]
 
     async def external(self, req: ExternalRequest, trace: Trace | None = None) -> list[ExternalValue]:
@@ -168,31 +220,35 @@ class Provider:
             raise NotFound(f"the server could not find the external metric {req.metric}")
         out: list[ExternalValue] = []
 
-        def convert(source: MetricSource, samples: tuple[Sample, ...], record: QueryRecord | None) -> None:
-            for sample in samples:
-                labels = {k: v for k, v in sample.labels.items() if k != "__name__"}
-                value = self._value(sample, req.metric, str(sorted(labels.items())), record)
-                if value is not None:
-                    out.append(ExternalValue(req.metric, labels, sample.timestamp, value))
-                    if record:
-                        record.kept.append(",".join(f"{k}={v}" for k, v in sorted(labels.items())))
-
         def query(source: MetricSource) -> str:
             return external_query(source.rule, source.series, req.namespace, req.metric_selector)
 
+        def answered(index: int, source: MetricSource, result: QueryResult) -> bool:
+            return bool(result.samples)
+
         # several rules exposing one external name would be summed twice by the HPA: the first that answers wins
-        await self._each_source(metric.sources, query, convert, trace, lambda: bool(out))
+        used = await self._fetch(metric.sources, query, answered, trace)
+        for _, result, record in used[-1:]:
+            for sample in result.samples:
+                labels = {k: v for k, v in sample.labels.items() if k != "__name__"}
+                shown = ",".join(f"{k}={v}" for k, v in sorted(labels.items()))
+                value = self._value(sample, req.metric, shown, record)
+                if value is not None:
+                    out.append(ExternalValue(req.metric, labels, sample.timestamp, value))
+                    if record:
+                        record.kept.append(shown)
         return sorted(out, key=lambda v: sorted(v.labels.items()))
 
-    async def _each_source(
+    async def _fetch(
         self,
         sources: tuple[MetricSource, ...],
         query: Callable[[MetricSource], str],
-        convert: Callable[[MetricSource, tuple[Sample, ...], QueryRecord | None], None],
+        claim: Callable[[int, MetricSource, QueryResult], bool],
         trace: Trace | None,
-        done: Callable[[], bool],
-    ) -> None:
-        """Query each source in rule order until ``done``; one failing source costs only its own answers."""
+    ) -> list[tuple[MetricSource, QueryResult, QueryRecord | None]]:
+        """Query each source in rule order until ``claim`` says every object is answered; a failing source costs
+        only its own answers, unless every source fails."""
+        used: list[tuple[MetricSource, QueryResult, QueryRecord | None]] = []
         failures: list[AdapterError] = []
         for source in sources:
             record = None
@@ -210,23 +266,27 @@ class Provider:
                 continue
             if record:
                 record.cache, record.result = outcome, result
-            convert(source, result.samples, record)
-            if done():
-                return
+            used.append((source, result, record))
+            if claim(len(used) - 1, source, result):
+                break
         if failures and len(failures) == len(sources):
             raise failures[0]
+        return used
 
     def _value(self, sample: Sample, metric: str, name: str, record: QueryRecord | None) -> str | None:
         try:
             return _quantity(sample.value)
-        except NotFinite:
-            reason = "nan" if sample.value.lower() == "nan" else "inf"
         except ValueError:
-            reason = "invalid"
+            self._drop(sample, metric, name, record)
+            return None
+
+    def _drop(self, sample: Sample, metric: str, name: str, record: QueryRecord | None) -> None:
+        """Count and log a sample without a quantity form (NaN, ±Inf)."""
+        lowered = sample.value.lower()
+        reason = "nan" if lowered == "nan" else "inf" if "inf" in lowered else "invalid"
         self.metrics.dropped_samples.labels(reason).inc()
         if record:
             record.dropped.append((name, sample.value))
         if (metric, name) not in self._dropped_logged:
             self._dropped_logged[(metric, name)] = True
             log.warning("dropped %s = %s for %s: not a finite number", metric, sample.value, name)
-        return None

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from adapter.errors import QueryError
-from adapter.promql import alternation, matcher, names_matcher, quote, selector_matchers
+from adapter.promql import alternation, matcher, names_matcher_and_alternation, quote, selector_matchers
 from adapter.resources import ResourceInfo
 from adapter.rules import Rule
 from adapter.selectors import Op, Selector
@@ -66,8 +66,8 @@ def custom_query(
     if names is None:
         matchers.append(matcher(resource_label, "!=", ""))
     else:
-        matchers.append(names_matcher(resource_label, names))
-        values[resource_label] = _escaped_alternation(names)
+        names_part, values[resource_label] = names_matcher_and_alternation(resource_label, names)
+        matchers.append(names_part)
     args = Struct(
         Series=series,
         LabelMatchers=",".join(matchers),

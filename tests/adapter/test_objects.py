@@ -1,4 +1,8 @@
+import json
+
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from adapter.objects import (
     ExternalValue,
@@ -8,6 +12,7 @@ from adapter.objects import (
     api_resource_list,
     external_value_list,
     metric_value_list,
+    render_metric_value_list,
     status,
     timestamp,
 )
@@ -109,3 +114,35 @@ def test_api_resource_list() -> None:
 @pytest.mark.parametrize(("seconds", "text"), [(0, "1970-01-01T00:00:00Z"), (1796223030.999, "2026-12-02T14:50:30Z")])
 def test_timestamps_are_rfc3339_seconds_in_utc(seconds: float, text: str) -> None:
     assert timestamp(seconds) == text
+
+
+names = st.text(min_size=1, max_size=20)
+
+
+@given(
+    st.lists(
+        st.tuples(
+            names, st.sampled_from(["ns", None]), st.sampled_from(["1", "1500m", "95500m"]), st.sampled_from([1.0, 7.9])
+        ),
+        max_size=8,
+    ),
+    st.sampled_from(["v1beta1", "v1beta2"]),
+    st.sampled_from([None, {"matchLabels": {"gpu": "0"}}]),
+)
+def test_the_direct_rendering_is_the_json_of_the_objects(
+    items: list[tuple[str, str | None, str, float]], version: str, selector: dict[str, object] | None
+) -> None:
+    values = [
+        MetricValue(ObjectRef("Pod" if ns else "Node", ns, name, "v1"), "gpu_utilization", selector, ts, 60, value)
+        for name, ns, value, ts in items
+    ]
+    rendered = render_metric_value_list(version, values)
+    assert json.loads(rendered) == metric_value_list(version, values)
+    assert (
+        rendered == json.dumps(metric_value_list(version, values), separators=(",", ":"), ensure_ascii=False).encode()
+    )
+
+
+def test_rendering_falls_back_when_a_field_holds_the_marker() -> None:
+    odd = MetricValue(POD, "@@gpuscale-render-mark-7f3c@@", None, 0, 60, "1")
+    assert json.loads(render_metric_value_list("v1beta2", [odd])) == metric_value_list("v1beta2", [odd])
