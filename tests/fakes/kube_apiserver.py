@@ -32,6 +32,7 @@ class _Watch:
     resource: str
     namespace: str | None
     bookmarks: bool
+    field_selector: str = ""
     queue: asyncio.Queue[dict[str, Any] | None] = field(default_factory=asyncio.Queue)
 
 
@@ -51,12 +52,20 @@ class FakeKubeAPIServer:
 
     # --- the test's side -------------------------------------------------------------------------------------
 
-    def put(self, resource: str, name: str, labels: dict[str, str] | None = None, namespace: str | None = None) -> None:
+    def put(
+        self,
+        resource: str,
+        name: str,
+        labels: dict[str, str] | None = None,
+        namespace: str | None = None,
+        uid: str | None = None,
+        spec: dict[str, Any] | None = None,
+    ) -> None:
         """Create or update an object (``resource`` as ``pods`` or ``deployments.apps``)."""
         key = (namespace, name)
         kind = "MODIFIED" if key in self.objects.get(resource, {}) else "ADDED"
         self.resource_version += 1
-        obj = self._object(resource, name, namespace, labels or {})
+        obj = self._object(resource, name, namespace, labels or {}, uid, spec)
         self.objects.setdefault(resource, {})[key] = obj
         self._record(kind, resource, obj)
 
@@ -121,21 +130,42 @@ class FakeKubeAPIServer:
 
     # --- the API server's side --------------------------------------------------------------------------------
 
-    def _object(self, resource: str, name: str, namespace: str | None, labels: dict[str, str]) -> dict[str, Any]:
+    def _object(
+        self,
+        resource: str,
+        name: str,
+        namespace: str | None,
+        labels: dict[str, str],
+        uid: str | None = None,
+        spec: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
         plural, _, group = resource.partition(".")
         kind = _CORE.get(plural) or plural[:-1].capitalize()
-        meta: dict[str, Any] = {"name": name, "uid": f"uid-{name}", "resourceVersion": str(self.resource_version)}
+        meta: dict[str, Any] = {
+            "name": name,
+            "uid": uid or f"uid-{name}",
+            "resourceVersion": str(self.resource_version),
+        }
         if namespace is not None:
             meta["namespace"] = namespace
         if labels:
             meta["labels"] = dict(labels)
-        return {"kind": kind, "apiVersion": f"{group}/v1" if group else "v1", "metadata": meta, "spec": {}}
+        return {
+            "kind": kind,
+            "apiVersion": f"{group}/v1" if group else "v1",
+            "metadata": meta,
+            "spec": dict(spec or {}),
+        }
 
     def _record(self, kind: str, resource: str, obj: dict[str, Any]) -> None:
         event = {"type": kind, "object": obj}
         self.history.append((self.resource_version, resource, event))
         for watch in self.watches:
-            if watch.resource == resource and watch.namespace in (None, obj["metadata"].get("namespace")):
+            if (
+                watch.resource == resource
+                and watch.namespace in (None, obj["metadata"].get("namespace"))
+                and _fields_match(obj, watch.field_selector)
+            ):
                 watch.queue.put_nowait(event)
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
@@ -166,7 +196,9 @@ class FakeKubeAPIServer:
                 for (ns, _), obj in sorted(
                     self.objects.get(resource, {}).items(), key=lambda kv: (kv[0][0] or "", kv[0][1])
                 )
-                if namespace in (None, ns) and selector.matches(obj["metadata"].get("labels", {}))
+                if namespace in (None, ns)
+                and selector.matches(obj["metadata"].get("labels", {}))
+                and _fields_match(obj, query.get("fieldSelector", ""))
             ]
             rv = str(self.resource_version)
         limit = int(query.get("limit") or 0)
@@ -189,12 +221,13 @@ class FakeKubeAPIServer:
             status = _status_body(410, "Expired", f"too old resource version: {since} ({self.compacted})")
             await resp.write(json.dumps({"type": "ERROR", "object": status}).encode() + b"\n")
             return resp
-        watch = _Watch(resource, namespace, query.get("allowWatchBookmarks") == "true")
+        watch = _Watch(resource, namespace, query.get("allowWatchBookmarks") == "true", query.get("fieldSelector", ""))
         if not since:
             for obj in self.objects.get(resource, {}).values():
-                watch.queue.put_nowait({"type": "ADDED", "object": obj})
+                if _fields_match(obj, watch.field_selector):
+                    watch.queue.put_nowait({"type": "ADDED", "object": obj})
         for rv, res, event in self.history:
-            if rv > since and res == resource:
+            if rv > since and res == resource and _fields_match(event["object"], watch.field_selector):
                 watch.queue.put_nowait(event)
         self.watches.append(watch)
         timeout = float(query.get("timeoutSeconds") or 1800)
@@ -207,6 +240,18 @@ class FakeKubeAPIServer:
         finally:
             self.watches.remove(watch)
         return resp
+
+
+def _fields_match(obj: dict[str, Any], selector: str) -> bool:
+    """``spec.nodeName=x,metadata.name=y``: the field selectors the API server supports for pods, equality only."""
+    for term in filter(None, selector.split(",")):
+        path, _, want = term.partition("=")
+        value: Any = obj
+        for part in path.split("."):
+            value = value.get(part, "") if isinstance(value, dict) else ""
+        if str(value) != want:
+            return False
+    return True
 
 
 def _status_body(code: int, reason: str, message: str) -> dict[str, Any]:

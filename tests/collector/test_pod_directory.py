@@ -1,0 +1,70 @@
+"""The pod directory (pod UID → namespace/name on this node) against a fake API server's LIST and WATCH."""
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+
+import pytest
+
+from collector.pod_directory import KubePodDirectory
+from tests.fakes.kube_apiserver import FakeKubeAPIServer
+
+
+@pytest.fixture
+async def api() -> AsyncIterator[FakeKubeAPIServer]:
+    server = FakeKubeAPIServer()
+    await server.start()
+    yield server
+    await server.stop()
+
+
+def pod(api: FakeKubeAPIServer, name: str, node: str, uid: str) -> None:
+    api.put("pods", name, {"app": "x"}, namespace="ml", uid=uid, spec={"nodeName": node})
+
+
+async def until(check: Callable[[], bool], timeout: float = 10.0) -> None:
+    async with asyncio.timeout(timeout):
+        while not check():
+            await asyncio.sleep(0.02)
+
+
+async def test_lists_then_watches_the_pods_of_its_node(api: FakeKubeAPIServer, tmp_path: Path) -> None:
+    pod(api, "a", "node-a", "uid-a")
+    pod(api, "elsewhere", "node-b", "uid-b")
+    directory = KubePodDirectory("node-a", str(api.kubeconfig(tmp_path / "kubeconfig")))
+    task = asyncio.create_task(directory.run())
+    try:
+        await until(lambda: directory.synced)
+        assert directory.lookup("uid-a") == ("ml", "a")
+        assert directory.lookup("uid-b") is None
+        pod(api, "c", "node-a", "uid-c")
+        await until(lambda: directory.lookup("uid-c") == ("ml", "c"))
+        api.delete("pods", "a", namespace="ml")
+        await until(lambda: directory.lookup("uid-a") is None)
+        # the watch's version is compacted away and the stream ends: 410 Gone, then a fresh LIST
+        api.compact()
+        api.close_watches()
+        pod(api, "d", "node-a", "uid-d")
+        await until(lambda: directory.lookup("uid-d") == ("ml", "d"))
+        assert api.count("/api/v1/pods") >= 2
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
+async def test_an_unreachable_api_is_counted_and_retried(tmp_path: Path) -> None:
+    server = FakeKubeAPIServer()
+    await server.start()
+    kubeconfig = server.kubeconfig(tmp_path / "kubeconfig")
+    await server.stop()  # nothing listens there any more
+    directory = KubePodDirectory("node-a", str(kubeconfig))
+    task = asyncio.create_task(directory.run())
+    try:
+        await until(lambda: sum(directory.errors.values()) >= 1)
+        assert not directory.synced
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
