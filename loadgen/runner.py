@@ -28,6 +28,8 @@ def run_load(
     step = kind.build(torch, device, spec.size)
     step()
     torch.cuda.synchronize(device)
+    if progress is not None:  # wall-clock markers, so other tools can time what follows the load
+        progress.write(f"load started at {time.time():.3f}\n")
     started = time.monotonic()
     steps, busy, next_report = 0, 0.0, started + 1.0
     while not stop():
@@ -51,7 +53,8 @@ def run_load(
             )
             progress.flush()
             next_report += 1.0
+    torch.cuda.synchronize(device)
     elapsed = time.monotonic() - started
     if progress is not None:
-        progress.write("\n")
+        progress.write(f"\nload stopped at {time.time():.3f}\n")
     return {"kind": spec.kind, "seconds": elapsed, "steps": steps, "busy_fraction": busy / max(elapsed, 1e-9)}

@@ -1,0 +1,270 @@
+"""A stand-in Kubernetes API server: LIST and WATCH for any resource, over real HTTP, as kube-apiserver answers them.
+
+What it reproduces, because the adapter's reflector depends on it:
+- one resourceVersion counter for all objects; every change bumps it and is recorded as a watch event;
+- LIST returns ``metadata.resourceVersion``, honours ``labelSelector`` and pages with ``limit``/``continue``;
+- WATCH from a version replays the newer events, then streams live ones as JSON lines until ``timeoutSeconds``;
+- a version older than the compaction point gets an ERROR event carrying a 410 ``Expired`` Status, as the watch cache
+  sends it ("too old resource version"); an expired ``continue`` token gets an HTTP 410;
+- BOOKMARK events on request, for watches that allowed them;
+- bearer-token authentication (401 without it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+from aiohttp import web
+
+from adapter.selectors import parse_selector
+
+TOKEN = "fake-token"
+_CORE = {"pods": "Pod", "namespaces": "Namespace", "nodes": "Node", "services": "Service"}
+
+
+@dataclass
+class _Watch:
+    resource: str
+    namespace: str | None
+    bookmarks: bool
+    field_selector: str = ""
+    queue: asyncio.Queue[dict[str, Any] | None] = field(default_factory=asyncio.Queue)
+
+
+class FakeKubeAPIServer:
+    def __init__(self) -> None:
+        self.resource_version = 1000
+        self.compacted = 0
+        self.objects: dict[str, dict[tuple[str | None, str], dict[str, Any]]] = {}
+        self.history: list[tuple[int, str, dict[str, Any]]] = []
+        self.watches: list[_Watch] = []
+        self.requests: list[tuple[str, dict[str, str]]] = []
+        self.expire_continue_tokens = False
+        self.fail_lists = 0
+        self._pages: dict[str, tuple[list[dict[str, Any]], str]] = {}
+        self._runner: web.AppRunner | None = None
+        self.url = ""
+
+    # --- the test's side -------------------------------------------------------------------------------------
+
+    def put(
+        self,
+        resource: str,
+        name: str,
+        labels: dict[str, str] | None = None,
+        namespace: str | None = None,
+        uid: str | None = None,
+        spec: dict[str, Any] | None = None,
+    ) -> None:
+        """Create or update an object (``resource`` as ``pods`` or ``deployments.apps``)."""
+        key = (namespace, name)
+        kind = "MODIFIED" if key in self.objects.get(resource, {}) else "ADDED"
+        self.resource_version += 1
+        obj = self._object(resource, name, namespace, labels or {}, uid, spec)
+        self.objects.setdefault(resource, {})[key] = obj
+        self._record(kind, resource, obj)
+
+    def delete(self, resource: str, name: str, namespace: str | None = None) -> None:
+        obj = self.objects[resource].pop((namespace, name))
+        self.resource_version += 1
+        obj = {**obj, "metadata": {**obj["metadata"], "resourceVersion": str(self.resource_version)}}
+        self._record("DELETED", resource, obj)
+
+    def compact(self) -> None:
+        """Forget all history: a watch from any version seen so far now gets 410 Gone."""
+        self.compacted = self.resource_version
+        self.history.clear()
+
+    def close_watches(self) -> None:
+        """End every open watch, as the API server does at timeoutSeconds or on restart."""
+        for watch in self.watches:
+            watch.queue.put_nowait(None)
+
+    def bookmark(self) -> None:
+        for watch in self.watches:
+            if watch.bookmarks:
+                rv = str(self.resource_version)
+                watch.queue.put_nowait({"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": rv}}})
+
+    def count(self, path: str, watch: bool = False) -> int:
+        return sum(1 for p, q in self.requests if p == path and (q.get("watch") in ("true", "1")) == watch)
+
+    def kubeconfig(self, path: Path) -> Path:
+        path.write_text(
+            yaml.safe_dump(
+                {
+                    "apiVersion": "v1",
+                    "kind": "Config",
+                    "clusters": [{"name": "fake", "cluster": {"server": self.url}}],
+                    "users": [{"name": "fake", "user": {"token": TOKEN}}],
+                    "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "fake"}}],
+                    "current-context": "fake",
+                }
+            )
+        )
+        return path
+
+    async def start(self) -> str:
+        app = web.Application()
+        app.router.add_get("/api/{version}/{resource}", self._handle)
+        app.router.add_get("/api/{version}/namespaces/{namespace}/{resource}", self._handle)
+        app.router.add_get("/apis/{group}/{version}/{resource}", self._handle)
+        app.router.add_get("/apis/{group}/{version}/namespaces/{namespace}/{resource}", self._handle)
+        self._runner = web.AppRunner(app, shutdown_timeout=0.1)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        await site.start()
+        port = self._runner.addresses[0][1]
+        self.url = f"http://127.0.0.1:{port}"
+        return self.url
+
+    async def stop(self) -> None:
+        self.close_watches()
+        if self._runner:
+            await self._runner.cleanup()
+
+    # --- the API server's side --------------------------------------------------------------------------------
+
+    def _object(
+        self,
+        resource: str,
+        name: str,
+        namespace: str | None,
+        labels: dict[str, str],
+        uid: str | None = None,
+        spec: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        plural, _, group = resource.partition(".")
+        kind = _CORE.get(plural) or plural[:-1].capitalize()
+        meta: dict[str, Any] = {
+            "name": name,
+            "uid": uid or f"uid-{name}",
+            "resourceVersion": str(self.resource_version),
+        }
+        if namespace is not None:
+            meta["namespace"] = namespace
+        if labels:
+            meta["labels"] = dict(labels)
+        return {
+            "kind": kind,
+            "apiVersion": f"{group}/v1" if group else "v1",
+            "metadata": meta,
+            "spec": dict(spec or {}),
+        }
+
+    def _record(self, kind: str, resource: str, obj: dict[str, Any]) -> None:
+        event = {"type": kind, "object": obj}
+        self.history.append((self.resource_version, resource, event))
+        for watch in self.watches:
+            if (
+                watch.resource == resource
+                and watch.namespace in (None, obj["metadata"].get("namespace"))
+                and _fields_match(obj, watch.field_selector)
+            ):
+                watch.queue.put_nowait(event)
+
+    async def _handle(self, request: web.Request) -> web.StreamResponse:
+        query = dict(request.query)
+        self.requests.append((request.path, query))
+        if request.headers.get("Authorization") != f"Bearer {TOKEN}":
+            return _status(401, "Unauthorized", "Unauthorized")
+        info = request.match_info
+        resource = info["resource"] + (f".{info['group']}" if "group" in info else "")
+        namespace = info.get("namespace")
+        if query.get("watch") in ("true", "1"):
+            return await self._watch(request, resource, namespace, query)
+        return self._list(resource, namespace, query)
+
+    def _list(self, resource: str, namespace: str | None, query: dict[str, str]) -> web.Response:
+        if self.fail_lists:
+            self.fail_lists -= 1
+            return _status(500, "InternalError", "etcdserver: request timed out")
+        token = query.get("continue")
+        if token:
+            if self.expire_continue_tokens or token not in self._pages:
+                return _status(410, "Expired", "The provided continue parameter is too old")
+            items, rv = self._pages.pop(token)
+        else:
+            selector = parse_selector(query.get("labelSelector", ""))
+            items = [
+                obj
+                for (ns, _), obj in sorted(
+                    self.objects.get(resource, {}).items(), key=lambda kv: (kv[0][0] or "", kv[0][1])
+                )
+                if namespace in (None, ns)
+                and selector.matches(obj["metadata"].get("labels", {}))
+                and _fields_match(obj, query.get("fieldSelector", ""))
+            ]
+            rv = str(self.resource_version)
+        limit = int(query.get("limit") or 0)
+        metadata: dict[str, str] = {"resourceVersion": rv}
+        if limit and len(items) > limit:
+            next_token = f"page-{len(self._pages)}-{rv}-{len(items)}"
+            self._pages[next_token] = (items[limit:], rv)
+            items = items[:limit]
+            metadata["continue"] = next_token
+        body = {"kind": "List", "apiVersion": "v1", "metadata": metadata, "items": items}
+        return web.json_response(body)
+
+    async def _watch(
+        self, request: web.Request, resource: str, namespace: str | None, query: dict[str, str]
+    ) -> web.StreamResponse:
+        resp = web.StreamResponse(headers={"Content-Type": "application/json"})
+        await resp.prepare(request)
+        since = int(query.get("resourceVersion") or 0)
+        if since and since < self.compacted:
+            status = _status_body(410, "Expired", f"too old resource version: {since} ({self.compacted})")
+            await resp.write(json.dumps({"type": "ERROR", "object": status}).encode() + b"\n")
+            return resp
+        watch = _Watch(resource, namespace, query.get("allowWatchBookmarks") == "true", query.get("fieldSelector", ""))
+        if not since:
+            for obj in self.objects.get(resource, {}).values():
+                if _fields_match(obj, watch.field_selector):
+                    watch.queue.put_nowait({"type": "ADDED", "object": obj})
+        for rv, res, event in self.history:
+            if rv > since and res == resource and _fields_match(event["object"], watch.field_selector):
+                watch.queue.put_nowait(event)
+        self.watches.append(watch)
+        timeout = float(query.get("timeoutSeconds") or 1800)
+        try:
+            async with asyncio.timeout(timeout):
+                while (queued := await watch.queue.get()) is not None:
+                    await resp.write(json.dumps(queued).encode() + b"\n")
+        except (TimeoutError, ConnectionResetError):
+            pass
+        finally:
+            self.watches.remove(watch)
+        return resp
+
+
+def _fields_match(obj: dict[str, Any], selector: str) -> bool:
+    """``spec.nodeName=x,metadata.name=y``: the field selectors the API server supports for pods, equality only."""
+    for term in filter(None, selector.split(",")):
+        path, _, want = term.partition("=")
+        value: Any = obj
+        for part in path.split("."):
+            value = value.get(part, "") if isinstance(value, dict) else ""
+        if str(value) != want:
+            return False
+    return True
+
+
+def _status_body(code: int, reason: str, message: str) -> dict[str, Any]:
+    return {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Failure",
+        "message": message,
+        "reason": reason,
+        "code": code,
+    }
+
+
+def _status(code: int, reason: str, message: str) -> web.Response:
+    return web.json_response(_status_body(code, reason, message), status=code)

@@ -1,0 +1,132 @@
+"""A real Prometheus server as a plain process on 127.0.0.1 with a temporary config and data dir (demo and tests)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import time
+import urllib.parse
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def prometheus_binary() -> str:
+    """``$PROMETHEUS_BINARY``, else ``prometheus`` on the PATH, else ``.prom/prometheus`` (carried to GPU machines)."""
+    path = os.environ.get("PROMETHEUS_BINARY") or shutil.which("prometheus")
+    if path is None and os.access(".prom/prometheus", os.X_OK):
+        path = os.path.abspath(".prom/prometheus")
+    if path is None:
+        raise RuntimeError(
+            "the prometheus binary is not installed; run scripts/ensure-prometheus "
+            "(apt-get install -y --no-install-recommends prometheus)"
+        )
+    return path
+
+
+class Prometheus:
+    def __init__(self, url: str, process: subprocess.Popen[bytes], log: Path) -> None:
+        self.url = url
+        self.process = process
+        self.log = log
+
+    def api(self, path: str, **params: str) -> Any:
+        query = urllib.parse.urlencode(params)
+        with urllib.request.urlopen(f"{self.url}{path}?{query}", timeout=10) as resp:
+            body = json.load(resp)
+        if body.get("status") != "success":
+            raise AssertionError(f"Prometheus answered {body}")
+        return body["data"]
+
+    def query(self, promql: str) -> list[dict[str, Any]]:
+        data = self.api("/api/v1/query", query=promql)
+        result: list[dict[str, Any]] = data["result"]
+        return result
+
+    def wait_for(self, promql: str, timeout: float = 30.0, min_results: int = 1) -> list[dict[str, Any]]:
+        """Poll ``promql`` until it returns at least ``min_results`` series; fail with Prometheus's log if not."""
+        deadline = time.monotonic() + timeout
+        result: list[dict[str, Any]] = []
+        while time.monotonic() < deadline:
+            result = self.query(promql)
+            if len(result) >= min_results:
+                return result
+            time.sleep(0.25)
+        targets = self.api("/api/v1/targets")
+        raise AssertionError(
+            f"{promql!r} returned {result} after {timeout}s; targets: {targets}; "
+            f"log tail: {self.log.read_text()[-2000:]}"
+        )
+
+
+@contextmanager
+def run_prometheus(
+    tmp: Path,
+    scrape_targets: list[str] | None = None,
+    scrape_interval: str = "1s",
+    extra_config: dict[str, Any] | None = None,
+    extra_args: list[str] | None = None,
+) -> Iterator[Prometheus]:
+    """Start Prometheus scraping ``scrape_targets`` (host:port) and stop it on exit."""
+    port = free_port()
+    config: dict[str, Any] = {
+        "global": {"scrape_interval": scrape_interval, "evaluation_interval": scrape_interval},
+        "scrape_configs": [
+            {
+                "job_name": "under-test",
+                "honor_labels": True,
+                "static_configs": [{"targets": scrape_targets or []}],
+            }
+        ],
+    }
+    if extra_config:
+        config.update(extra_config)
+    tmp.mkdir(parents=True, exist_ok=True)
+    config_path = tmp / "prometheus.yml"
+    config_path.write_text(yaml.safe_dump(config))
+    data = tmp / "prometheus-data"
+    log = tmp / "prometheus.log"
+    args = [
+        prometheus_binary(),
+        f"--config.file={config_path}",
+        f"--storage.tsdb.path={data}",
+        f"--web.listen-address=127.0.0.1:{port}",
+        "--web.enable-admin-api",
+        *(extra_args or []),
+    ]
+    with log.open("wb") as out:
+        process = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT)
+    prom = Prometheus(f"http://127.0.0.1:{port}", process, log)
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                with urllib.request.urlopen(f"{prom.url}/-/ready", timeout=2) as resp:
+                    if resp.status == 200:
+                        break
+            except OSError:
+                pass
+            if process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"Prometheus did not start: {log.read_text()[-2000:]}")
+            time.sleep(0.1)
+        yield prom
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
