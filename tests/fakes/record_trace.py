@@ -28,22 +28,10 @@ from tests.fakes.nvml_trace import RecordingNvml
 ALL_FIELDS = frozenset(FIELDS)
 
 
-def load(kind: str, seconds: float, duty: float) -> subprocess.Popen[bytes]:
+def load(kind: str, seconds: float, duty: float, period: float = 0.1) -> subprocess.Popen[bytes]:
+    args = ["--kind", kind, "--seconds", str(seconds), "--duty", str(duty), "--period", str(period)]
     return subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "loadgen",
-            "run",
-            "--kind",
-            kind,
-            "--seconds",
-            str(seconds),
-            "--duty",
-            str(duty),
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
+        [sys.executable, "-m", "loadgen", "run", *args], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
     )
 
 
