@@ -205,3 +205,26 @@ async def test_a_bad_token_is_a_kubernetes_error(kube: FakeKubeAPIServer, tmp_pa
 async def test_a_missing_kubeconfig_is_a_kubernetes_error(tmp_path: Path) -> None:
     with pytest.raises(KubernetesError, match="cannot configure the Kubernetes client"):
         await KubernetesMetadataAPI.connect(tmp_path / "absent")
+
+
+async def test_watches_that_end_at_once_are_retried_with_backoff(
+    api: KubernetesMetadataAPI, kube: FakeKubeAPIServer
+) -> None:
+    kube.end_watches_at_once = True
+    delays: list[float] = []
+    three = asyncio.Event()
+
+    async def sleep(seconds: float) -> None:
+        delays.append(seconds)
+        if len(delays) == 3:
+            three.set()
+        await asyncio.sleep(0)
+
+    reflector = Reflector(api, resources.PODS, AdapterMetrics(), sleep=sleep, clock=lambda: 0.0)
+    task = asyncio.create_task(reflector.run())
+    try:
+        await asyncio.wait_for(three.wait(), 10)
+        assert delays[:3] == [1.0, 2.0, 4.0]
+        assert kube.count(PODS) == 1  # the cache keeps its list; only the watch is retried
+    finally:
+        await stop(task)

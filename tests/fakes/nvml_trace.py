@@ -191,6 +191,13 @@ class ReplayNvml:
     def load(cls, name: str = "h200", phase: str = "idle", gpus: int | None = None) -> ReplayNvml:
         return cls(json.loads((TRACE_DIR / f"{name}.json").read_text()), phase, gpus)
 
+    def recorded(self, call: str, *args: Any) -> Any:
+        """What the GPU first answered to ``call(*args)`` (handles named "gpu0"), without advancing the replay."""
+        for (_phase, name, key), outcomes in self._outcomes.items():
+            if name == call and json.loads(key) == list(args) and "result" in outcomes[0]:
+                return decode(outcomes[0]["result"])
+        raise KeyError(f"{call}{args} was not recorded")
+
     # -- fault injection -------------------------------------------------------------------------------------
 
     def fail(self, call: str, code: int, gpu: str | None = None, times: int | None = None) -> None:
