@@ -14,7 +14,8 @@ $(VENV)/.installed: pyproject.toml
 	touch $@
 
 run: setup
-	$(BIN)/python -m collector --fallback-simulated-gpus 2
+	scripts/ensure-prometheus
+	$(BIN)/python -m demo
 
 test: setup
 	scripts/ensure-prometheus

@@ -93,6 +93,10 @@ class SimulatedNvml:
             return missing
         return value
 
+    def uuids(self) -> list[str]:
+        """The UUID of every simulated GPU, as a device plugin would hand them to pods."""
+        return [self.nvmlDeviceGetUUID(gpu.handle) for gpu in self._gpus]
+
     # -- helpers -----------------------------------------------------------------------------------------------
 
     def _gpu(self, handle: Any) -> _Gpu:
