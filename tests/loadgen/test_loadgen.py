@@ -1,0 +1,85 @@
+"""The load generator where no GPU is: clear errors before anything runs; the validation verdict's logic."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from loadgen.validate import judge, read_gpu_series
+from loadgen.workloads import KINDS, LoadError, open_device
+
+ROOT = Path(__file__).resolve().parents[2]
+
+IDLE = {
+    "DCGM_FI_DEV_GPU_UTIL": 0.0,
+    "DCGM_FI_PROF_GR_ENGINE_ACTIVE": 0.0001,
+    "DCGM_FI_PROF_SM_ACTIVE": 0.0,
+    "DCGM_FI_DEV_POWER_USAGE": 120.0,
+    "DCGM_FI_DEV_FB_USED": 526.0,
+    "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE": 0.0,
+}
+GEMM = {"DCGM_FI_DEV_GPU_UTIL": 98.0, "DCGM_FI_PROF_GR_ENGINE_ACTIVE": 0.98, "DCGM_FI_PROF_SM_ACTIVE": 0.94,
+        "DCGM_FI_DEV_POWER_USAGE": 690.0, "DCGM_FI_DEV_FB_USED": 1010.0,
+        "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE": 0.91}  # fmt: skip
+
+
+def test_what_the_h200_showed_passes() -> None:
+    verdict = judge("gemm-bf16", 1.0, [IDLE] * 5, [GEMM] * 5)
+    assert verdict.ok, verdict.table()
+    assert "| DCGM_FI_PROF_PIPE_TENSOR_ACTIVE | < 0.05 | 0 | > 0.8 | 0.91 | yes |" in verdict.table()
+
+
+def test_a_series_that_does_not_move_fails_and_says_why() -> None:
+    stuck = {**GEMM, "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE": 0.02}
+    verdict = judge("gemm-bf16", 1.0, [IDLE] * 5, [stuck] * 5)
+    assert not verdict.ok
+    assert "NO: loaded 0.02 not > 0.8" in verdict.table()
+    missing = {k: v for k, v in GEMM.items() if k != "DCGM_FI_PROF_SM_ACTIVE"}
+    verdict = judge("gemm-bf16", 1.0, [IDLE] * 5, [missing] * 5)
+    assert "| DCGM_FI_PROF_SM_ACTIVE | < 0.05 | 0 | > 0.5 | absent | NO: series absent |" in verdict.table()
+
+
+def test_a_busy_idle_phase_fails() -> None:
+    verdict = judge("gemm-bf16", 1.0, [GEMM] * 5, [GEMM] * 5)
+    assert not verdict.ok
+    assert "NO: idle 98 not < 10" in verdict.table()
+
+
+def test_expectations_scale_with_the_duty_cycle() -> None:
+    half = {**GEMM, "DCGM_FI_DEV_GPU_UTIL": 45.0, "DCGM_FI_PROF_GR_ENGINE_ACTIVE": 0.45,
+            "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE": 0.44, "DCGM_FI_PROF_SM_ACTIVE": 0.43}  # fmt: skip
+    assert judge("gemm-bf16", 0.5, [IDLE] * 3, [half] * 3).ok
+    assert not judge("gemm-bf16", 1.0, [IDLE] * 3, [half] * 3).ok
+
+
+def test_without_a_gpu_the_load_is_a_clear_error_before_it_starts() -> None:
+    with pytest.raises(LoadError, match=r"PyTorch is not installed|no CUDA GPU is visible"):
+        open_device(KINDS["gemm-bf16"], 8192, 0)
+    result = subprocess.run(
+        [sys.executable, "-m", "loadgen", "run", "--kind", "fp64", "--seconds", "1"],
+        cwd=ROOT, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert result.returncode == 2
+    assert result.stderr.startswith("gpuscale-load: error: ")
+    assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize(("args", "message"), [(["--duty", "1.5"], "duty must be in (0, 1]"),
+                                               (["--kind", "int8"], "invalid choice: 'int8'")])  # fmt: skip
+def test_bad_arguments_are_rejected(args: list[str], message: str) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "loadgen", "run", *args], cwd=ROOT, capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 2
+    assert message in result.stderr
+
+
+def test_validate_reads_only_the_device_wide_series_of_its_gpu(tmp_path: Path) -> None:
+    page = tmp_path / "metrics"
+    page.write_text(
+        'DCGM_FI_DEV_GPU_UTIL{gpu="0",UUID="a"} 90\n'
+        'DCGM_FI_DEV_GPU_UTIL{gpu="0",UUID="a",pod="p",namespace="n",container="c"} 40\n'
+        'DCGM_FI_DEV_GPU_UTIL{gpu="1",UUID="b"} 5\n'
+    )
+    assert read_gpu_series(page.as_uri(), "0") == {"DCGM_FI_DEV_GPU_UTIL": 90.0}
