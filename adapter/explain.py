@@ -98,7 +98,7 @@ async def explain(
         if trace.queries:
             await _why_items(req, [], trace, prometheus, why)
         else:
-            await _why_error(req, catalog, why)
+            _why_error(req, catalog, why)
     if trace.listing is not None:
         names = trace.listing.names
         report["objects"] = {
@@ -107,7 +107,7 @@ async def explain(
             "names": names,
         }
     report["queries"] = [_record(r) for r in trace.queries]
-    if "answer" in report and isinstance(report["answer"], dict) and report["answer"].get("kind") != "Status":
+    if report["answer"].get("kind") != "Status":
         await _why_items(req, report["answer"]["items"], trace, prometheus, why)
     return report
 
@@ -128,7 +128,7 @@ def _custom_parsed(req: CustomRequest) -> dict[str, Any]:
     }
 
 
-async def _why_error(req: CustomRequest | ExternalRequest, catalog: Catalog, why: list[str]) -> None:
+def _why_error(req: CustomRequest | ExternalRequest, catalog: Catalog, why: list[str]) -> None:
     name = req.metric
     if isinstance(req, CustomRequest) and catalog.custom_metric(name, _normal(req)) is None:
         others = catalog.resources_of(name)

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping
+import time
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 
 from cachetools import LRUCache
@@ -26,18 +27,27 @@ log = logging.getLogger(__name__)
 
 CACHED = (resources.PODS, resources.NAMESPACES, resources.NODES)
 WATCH_TIMEOUT_SECONDS = 300
+WATCH_MIN_SECONDS = 1.0
 
 
 class Reflector:
     """One resource's objects by namespace and name."""
 
     def __init__(
-        self, api: KubeMetadataAPI, info: ResourceInfo, metrics: AdapterMetrics, max_backoff: float = 30.0
+        self,
+        api: KubeMetadataAPI,
+        info: ResourceInfo,
+        metrics: AdapterMetrics,
+        max_backoff: float = 30.0,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.api = api
         self.info = info
         self.metrics = metrics
         self.max_backoff = max_backoff
+        self.sleep = sleep
+        self.clock = clock
         self.synced = False
         self.resource_version = ""
         self._objects: dict[str | None, dict[str, Mapping[str, str]]] = {}
@@ -81,7 +91,9 @@ class Reflector:
         self.metrics.kube_synced.labels(self._label).set(1)
         self.metrics.kube_objects.labels(self._label).set(len(self))
 
-    async def watch_once(self) -> None:
+    async def watch_once(self) -> int:
+        """Apply one watch stream until it ends; the number of events it carried."""
+        events = 0
         async for event in self.api.watch(self.info, self.resource_version, WATCH_TIMEOUT_SECONDS):
             if event.object is not None:
                 by_name = self._objects.setdefault(self._key(event.object), {})
@@ -92,7 +104,9 @@ class Reflector:
                 self._generation += 1
             if event.resource_version:
                 self.resource_version = event.resource_version
+            events += 1
         self.metrics.kube_objects.labels(self._label).set(len(self))
+        return events
 
     async def run(self) -> None:
         delay = 1.0
@@ -100,9 +114,15 @@ class Reflector:
             try:
                 if not self.resource_version:
                     await self.list_once()
-                await self.watch_once()
+                started = self.clock()
+                events = await self.watch_once()
                 self.metrics.kube_watch_restarts.labels(self._label, "closed").inc()
-                delay = 1.0
+                if events == 0 and self.clock() - started < WATCH_MIN_SECONDS:
+                    # a server (or proxy) that ends watches at once would otherwise be asked again in a tight loop
+                    await self.sleep(delay)
+                    delay = min(delay * 2, self.max_backoff)
+                else:
+                    delay = 1.0
             except ResourceExpired as e:
                 log.info("%s: %s; listing again", self._label, e)
                 self.metrics.kube_watch_restarts.labels(self._label, "expired").inc()
@@ -110,13 +130,13 @@ class Reflector:
             except KubernetesError as e:
                 log.warning("%s: %s; retrying in %.0fs", self._label, e, delay)
                 self.metrics.kube_watch_restarts.labels(self._label, "error").inc()
-                await asyncio.sleep(delay)
+                await self.sleep(delay)
                 delay = min(delay * 2, self.max_backoff)
             except (ValueError, KeyError, TypeError) as e:
                 log.warning("%s: malformed answer from the API server (%s); listing again", self._label, e)
                 self.metrics.kube_watch_restarts.labels(self._label, "error").inc()
                 self.resource_version = ""
-                await asyncio.sleep(delay)
+                await self.sleep(delay)
                 delay = min(delay * 2, self.max_backoff)
 
 

@@ -20,7 +20,7 @@ from adapter.discovery import Catalog, MetricSource
 from adapter.errors import AdapterError, NotConfigured, NotFound
 from adapter.kube_cache import Listing, ObjectLister
 from adapter.objects import ExternalValue, MetricValue, ObjectRef, ResourceEntry
-from adapter.paths import CUSTOM_GROUP, CustomRequest, ExternalRequest
+from adapter.paths import CUSTOM_GROUP, EXTERNAL_GROUP, CustomRequest, ExternalRequest
 from adapter.prometheus import PrometheusAPI, QueryResult, Sample
 from adapter.promql import window_seconds
 from adapter.quantity import format_quantity, parse_sample_value
@@ -104,7 +104,7 @@ class Provider:
     def served_groups(self) -> list[str]:
         rules = self.catalog().rules
         groups = [CUSTOM_GROUP] if rules.rules else []
-        return groups + (["external.metrics.k8s.io"] if rules.external_rules else [])
+        return groups + ([EXTERNAL_GROUP] if rules.external_rules else [])
 
     async def custom(self, req: CustomRequest, trace: Trace | None = None) -> list[MetricValue]:
         gr = req.resource

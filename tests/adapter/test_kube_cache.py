@@ -7,6 +7,8 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+import yaml
+from aiohttp import web
 
 from adapter import resources
 from adapter.errors import KubernetesError
@@ -207,10 +209,35 @@ async def test_a_missing_kubeconfig_is_a_kubernetes_error(tmp_path: Path) -> Non
         await KubernetesMetadataAPI.connect(tmp_path / "absent")
 
 
-async def test_watches_that_end_at_once_are_retried_with_backoff(
-    api: KubernetesMetadataAPI, kube: FakeKubeAPIServer
-) -> None:
-    kube.end_watches_at_once = True
+async def test_watches_that_end_at_once_are_retried_with_backoff(tmp_path: Path) -> None:
+    # a server (or a proxy in front of it) that ends every watch at once, with no event
+    requests: list[str] = []
+
+    async def handle(request: web.Request) -> web.StreamResponse:
+        requests.append(request.query.get("watch", "list"))
+        if request.query.get("watch") == "true":
+            return web.Response(body=b"", content_type="application/json")
+        return web.json_response({"kind": "PodList", "metadata": {"resourceVersion": "7"}, "items": []})
+
+    app = web.Application()
+    app.router.add_get("/api/v1/pods", handle)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    kubeconfig = tmp_path / "kubeconfig"
+    cluster = {"server": f"http://127.0.0.1:{runner.addresses[0][1]}"}
+    kubeconfig.write_text(
+        yaml.safe_dump(
+            {
+                "clusters": [{"name": "c", "cluster": cluster}],
+                "users": [{"name": "u", "user": {"token": "t"}}],
+                "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
+                "current-context": "x",
+            }
+        )
+    )
+    client = await KubernetesMetadataAPI.connect(kubeconfig)
     delays: list[float] = []
     three = asyncio.Event()
 
@@ -220,11 +247,13 @@ async def test_watches_that_end_at_once_are_retried_with_backoff(
             three.set()
         await asyncio.sleep(0)
 
-    reflector = Reflector(api, resources.PODS, AdapterMetrics(), sleep=sleep, clock=lambda: 0.0)
+    reflector = Reflector(client, resources.PODS, AdapterMetrics(), sleep=sleep, clock=lambda: 0.0)
     task = asyncio.create_task(reflector.run())
     try:
         await asyncio.wait_for(three.wait(), 10)
         assert delays[:3] == [1.0, 2.0, 4.0]
-        assert kube.count(PODS) == 1  # the cache keeps its list; only the watch is retried
+        assert requests[:4] == ["list", "true", "true", "true"]  # the list is kept; only the watch is retried
     finally:
         await stop(task)
+        await client.close()
+        await runner.cleanup()
