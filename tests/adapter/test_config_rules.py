@@ -139,3 +139,17 @@ async def test_rules_file_changes_are_picked_up_and_broken_edits_refused(
     )
     assert "unknown key 'nmae'" in caplog.text
     assert await served() == {"queue_depth", "all_queues"}
+
+
+async def test_a_group_without_metrics_answers_503_never_an_empty_list(
+    kube: FakeKubeAPIServer, prometheus: Prometheus, make_adapter: Callable[..., Awaitable[Adapter]], tmp_path: Path
+) -> None:
+    config = tmp_path / "config.yaml"
+    config.write_text('rules:\n- seriesQuery: \'{__name__=~"nothing_here_.*",pod!=""}\'\n')
+    adapter = await make_adapter(settings_for(prometheus.url, kube.kubeconfig(tmp_path / "kubeconfig"), config=config))
+    body = await adapter.get(CM, status=503)
+    assert body["kind"] == "Status"
+    assert body["message"] == "no metrics discovered yet: the rules matched no series in Prometheus"
+    groups = await adapter.get("/apis")
+    assert [g["name"] for g in groups["groups"]] == ["custom.metrics.k8s.io"]
+    await adapter.get(EM, status=404)
