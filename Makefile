@@ -28,6 +28,8 @@ lint: setup
 
 bench: setup
 	$(BIN)/python bench/collector_bench.py
+	PYTHONPATH=. $(BIN)/python bench/shared_bench.py
+	$(BIN)/python bench/adapter_bench.py --rss-series 50000
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache
