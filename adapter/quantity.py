@@ -39,7 +39,8 @@ def format_quantity(value: Decimal) -> str:
     if value.is_zero():
         return "0"
     if value.as_tuple().exponent < -9:  # type: ignore[operator]
-        value = value.quantize(_NANO, rounding=ROUND_HALF_UP)
+        # a context wide enough for any value Prometheus can send: the default 28 digits cannot hold 1e19 to 1e-9
+        value = value.quantize(_NANO, rounding=ROUND_HALF_UP, context=Context(prec=1000))
         if value.is_zero():
             return "0"
     sign, digits, exponent = value.as_tuple()

@@ -106,6 +106,12 @@ def _mapping(loader: _StrictLoader, node: yaml.MappingNode) -> dict[Any, Any]:
     seen: set[Any] = set()
     for key_node, _ in node.value:
         key = loader.construct_object(key_node)
+        try:
+            hash(key)
+        except TypeError:
+            raise ConfigError(
+                f"a key at line {key_node.start_mark.line + 1} is a {type(key).__name__}; keys must be names"
+            ) from None
         if key in seen:
             raise ConfigError(f"duplicate key {key!r} at line {key_node.start_mark.line + 1}")
         seen.add(key)

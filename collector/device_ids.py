@@ -12,8 +12,8 @@ from dataclasses import dataclass
 
 _GPU = re.compile(r"GPU-[0-9a-fA-F-]{8,}")
 _MIG = re.compile(r"MIG-[0-9a-fA-F-]{8,}")
-_OLD_MIG = re.compile(r"MIG-(GPU-[0-9a-fA-F-]{8,})/(\d+)/(\d+)")
-_NODE = re.compile(r"nvidia(\d+)(?:/gi(\d+))?(?:/vgpu(\d+))?")
+_OLD_MIG = re.compile(r"MIG-(GPU-[0-9a-fA-F-]{8,})/([0-9]+)/([0-9]+)")
+_NODE = re.compile(r"nvidia([0-9]+)(?:/gi([0-9]+))?(?:/vgpu([0-9]+))?")
 
 
 @dataclass(frozen=True)
@@ -35,7 +35,7 @@ def parse_device_id(device_id: str) -> DeviceRef | None:
     """The device an ID names, or None for a form this collector does not know."""
     text = device_id.strip()
     base, sep, replica = text.rpartition("::")
-    if sep and replica.isdigit():
+    if sep and replica.isascii() and replica.isdigit():
         text = base
     if _GPU.fullmatch(text):
         return DeviceRef(gpu_uuid=text)
@@ -46,6 +46,6 @@ def parse_device_id(device_id: str) -> DeviceRef | None:
     if match := _NODE.fullmatch(text):
         gi = match.group(2)
         return DeviceRef(minor=int(match.group(1)), gpu_instance=int(gi) if gi is not None else None)
-    if text.isdigit():
+    if text.isascii() and text.isdigit():  # str.isdigit() also accepts "²", which int() refuses
         return DeviceRef(index=int(text))
     return None
