@@ -52,7 +52,7 @@ class Stack:
     adapter_url: str = ""
     prometheus: Prometheus | None = None
     _kubelet: PodResourcesServer | None = None
-    _processes: list[subprocess.Popen[bytes]] = field(default_factory=list)
+    processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
     _exit: contextlib.ExitStack = field(default_factory=contextlib.ExitStack)
     _session: aiohttp.ClientSession | None = None
 
@@ -101,7 +101,7 @@ class Stack:
         process = subprocess.Popen(
             [sys.executable, *args], cwd=ROOT, env={**os.environ, **env}, stdout=log, stderr=subprocess.STDOUT
         )
-        self._processes.append(process)
+        self.processes[name] = process
 
     async def _wait_http(self, url: str, name: str, within: float = 60.0) -> None:
         assert self._session is not None
@@ -111,7 +111,7 @@ class Stack:
                 async with self._session.get(url) as resp:
                     if resp.status < 500:
                         return
-            if time.monotonic() > deadline or any(p.poll() is not None for p in self._processes):
+            if time.monotonic() > deadline or any(p.poll() is not None for p in self.processes.values()):
                 logs = {p.name: p.read_text()[-1500:] for p in self.workdir.glob("*.log")}
                 raise RuntimeError(f"{name} did not come up; logs: {logs}")
             await asyncio.sleep(0.2)
@@ -148,9 +148,9 @@ class Stack:
     ) -> None:
         if self._session is not None:
             await self._session.close()
-        for process in self._processes:
+        for process in self.processes.values():
             process.terminate()
-        for process in self._processes:
+        for process in self.processes.values():
             try:
                 process.wait(timeout=10)
             except subprocess.TimeoutExpired:
