@@ -119,10 +119,13 @@ class PrometheusClient:
         data = data if isinstance(data, dict) else {}
         result_type = data.get("resultType")
         result = data.get("result")
+        if result_type in ("vector", "scalar") and not isinstance(result, list):
+            # a well-formed query whose answer is not: Prometheus (or what stands in front of it) is broken
+            raise PrometheusError(f"Prometheus returned a malformed {result_type} for {promql!r}: {result!r:.200}")
         if result_type == "vector" and isinstance(result, list):
             samples = tuple(_sample(item) for item in result)
-        elif result_type == "scalar" and isinstance(result, list):
-            samples = (Sample({}, float(result[0]), str(result[1])),)
+        elif result_type == "scalar":
+            samples = (_sample({"metric": {}, "value": result}),)
         else:
             raise QueryError(f"query {promql!r} returned a {result_type}; a metrics query must return a vector")
         return QueryResult(result_type, samples, tuple(str(w) for w in answer.get("warnings") or ()))

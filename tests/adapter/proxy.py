@@ -1,7 +1,8 @@
 """A forwarding proxy in front of the real Prometheus, to see what the adapter sends and to make Prometheus fail.
 
 It records every request (method, path, headers, body size), and can be stopped (connection refused), made slow,
-or served over TLS that requires a client certificate, while the Prometheus behind it stays real.
+made to answer something else (``respond``: a 500, invalid JSON, a huge result), or served over TLS that requires a
+client certificate, while the Prometheus behind it stays real.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ class PrometheusProxy:
         self.ssl_context = ssl_context
         self.seen: list[Seen] = []
         self.delay = 0.0
+        self.respond: tuple[int, bytes] | None = None  # answer this (status, body) instead of forwarding
         self.port = 0
         self._runner: web.AppRunner | None = None
         self._session: aiohttp.ClientSession | None = None
@@ -45,6 +47,9 @@ class PrometheusProxy:
         self.seen.append(Seen(request.method, request.path, dict(request.query), dict(request.headers), body))
         if self.delay:
             await asyncio.sleep(self.delay)
+        if self.respond is not None:
+            status, payload = self.respond
+            return web.Response(body=payload, status=status, content_type="application/json")
         assert self._session is not None
         headers = {k: v for k, v in request.headers.items() if k.lower() in ("content-type", "accept")}
         async with self._session.request(

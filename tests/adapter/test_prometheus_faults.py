@@ -1,0 +1,87 @@
+"""Prometheus misbehaving in ways beyond down and slow: 5xx, invalid JSON, a wrong shape, a huge result.
+
+Each answers the client a 503 Status quickly (never a 500, never a traceback), discovery keeps serving its last good
+state, and the adapter recovers by itself once Prometheus behaves again.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+
+import pytest
+
+from tests.adapter.conftest import Adapter, eventually, settings_for
+from tests.adapter.proxy import PrometheusProxy
+from tests.fakes.kube_apiserver import FakeKubeAPIServer
+from tests.support.prometheus import Prometheus
+
+CM = "/apis/custom.metrics.k8s.io/v1beta2"
+TRAINERS = f"{CM}/namespaces/ml/pods/*/gpu_utilization?labelSelector=app%3Dtrainer"
+
+
+def huge_vector(n: int) -> bytes:
+    result = [{"metric": {"pod": f"p{i}", "namespace": "ml"}, "value": [1.8e9, "1"]} for i in range(n)]
+    return json.dumps({"status": "success", "data": {"resultType": "vector", "result": result}}).encode()
+
+
+FAULTS = {
+    "500": (500, b'{"status":"error","errorType":"internal","error":"boom"}'),
+    "502 html": (502, b"<html><body>Bad Gateway</body></html>"),
+    "503 empty": (503, b""),
+    "invalid json": (200, b'{"status":"success","data":{"resultType":"vector","result":[{"metric":'),
+    "wrong shape": (200, b'{"status":"success","data":{"resultType":"vector","result":"nope"}}'),
+    "not an object": (200, b"[1,2,3]"),
+}
+
+
+@pytest.fixture
+async def proxy(prometheus: Prometheus) -> AsyncIterator[PrometheusProxy]:
+    p = PrometheusProxy(prometheus.url)
+    await p.start()
+    yield p
+    await p.close()
+
+
+@pytest.fixture
+async def proxied(
+    kube: FakeKubeAPIServer, proxy: PrometheusProxy, make_adapter: Callable[..., Awaitable[Adapter]], tmp_path: Path
+) -> Adapter:
+    settings = settings_for(proxy.url, kube.kubeconfig(tmp_path / "kubeconfig"))
+    settings = dataclasses.replace(settings, cache_ttl=0.0)
+    settings = dataclasses.replace(settings, prometheus=dataclasses.replace(settings.prometheus, timeout=1.0))
+    return await make_adapter(settings)
+
+
+@pytest.mark.parametrize("fault", sorted(FAULTS))
+async def test_a_misbehaving_prometheus_is_a_503_and_then_recovered_from(
+    proxied: Adapter, proxy: PrometheusProxy, fault: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    assert len((await proxied.get(TRAINERS))["items"]) == 2
+    proxy.respond = FAULTS[fault]
+    body = await proxied.get(TRAINERS, status=503)
+    assert body["kind"] == "Status"
+    assert body["reason"] == "ServiceUnavailable"
+    assert "Traceback" not in json.dumps(body)
+    # discovery keeps its last good catalog through a failed relist
+    await proxied.components.discovery.relist()
+    resources = await proxied.get(CM)
+    assert "pods/gpu_utilization" in {r["name"] for r in resources["resources"]}
+    proxy.respond = None
+
+    async def answering() -> bool:
+        return (await proxied.client.get(TRAINERS)).status == 200
+
+    await eventually(answering, what="the adapter to answer again")
+
+
+async def test_a_huge_result_is_answered_or_refused_cleanly(proxied: Adapter, proxy: PrometheusProxy) -> None:
+    proxy.respond = (200, huge_vector(200_000))  # ~15 MB of JSON for pods the selector does not even ask for
+    resp = await proxied.client.get(TRAINERS)
+    assert resp.status in (200, 503)
+    body = await resp.json()
+    assert body["kind"] in ("MetricValueList", "Status")
+    if resp.status == 200:  # only the pods the HPA selected come back, whatever Prometheus sent
+        assert {i["describedObject"]["name"] for i in body["items"]} <= {"trainer-0", "trainer-1"}
