@@ -64,7 +64,8 @@ async def test_random_requests_never_get_a_500(adapter: Adapter) -> None:
             if resp.status >= 400:
                 assert body["kind"] == "Status"
                 assert body["code"] == resp.status
-    assert seen.get(200, 0) > 20 and seen.get(404, 0) > 20 and seen.get(400, 0) > 20, seen  # the mix reached deep
+    for status in (200, 400, 404):  # the mix reached deep: answers, selector errors and unknown metrics
+        assert seen.get(status, 0) > 20, seen
 
 
 async def test_other_methods_are_refused_cleanly(adapter: Adapter) -> None:
