@@ -3,37 +3,28 @@ unit tests pass and cover every alert both firing and not firing, and the Promet
 
 from __future__ import annotations
 
-import copy
 import re
 import shutil
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
-from demo.prometheus import prometheus_binary
 from tests.deploy.manifests import BASE, MANIFESTS, NAMESPACE, containers, render
-
-RULES_DIR = MANIFESTS / "prometheus"
-RULES = RULES_DIR / "gpuscale-rules.yaml"
-RULE_TESTS = RULES_DIR / "gpuscale-rules.test.yaml"
-SCRAPE = RULES_DIR / "scrape-configs.yaml"
-
-
-def promtool(*args: str, cwd: Path = RULES_DIR) -> subprocess.CompletedProcess[str]:
-    path = shutil.which("promtool") or str(Path(prometheus_binary()).with_name("promtool"))
-    return subprocess.run([path, *args], cwd=cwd, capture_output=True, text=True, timeout=120, check=False)
-
-
-def rule_groups() -> list[dict[str, Any]]:
-    groups: list[dict[str, Any]] = yaml.safe_load(RULES.read_text())["groups"]
-    return groups
+from tests.deploy.prometheus_files import (
+    RULE_TESTS,
+    RULES,
+    offline_scrape_config,
+    promtool,
+    rule_groups,
+    rules,
+    scrape_jobs,
+)
 
 
 def alerts() -> list[dict[str, Any]]:
-    return [r for g in rule_groups() for r in g["rules"] if "alert" in r]
+    return [r for r in rules() if "alert" in r]
 
 
 def test_promtool_checks_the_rules() -> None:
@@ -73,7 +64,7 @@ def test_every_recording_rule_is_tested() -> None:
     tested = {
         t["expr"] for case in yaml.safe_load(RULE_TESTS.read_text())["tests"] for t in case.get("promql_expr_test", [])
     }
-    recorded = {r["record"] for g in rule_groups() for r in g["rules"] if "record" in r}
+    recorded = {r["record"] for r in rules() if "record" in r}
     assert recorded - tested == set()
 
 
@@ -89,20 +80,6 @@ def test_the_prometheusrule_carries_the_same_groups() -> None:
     assert rule["spec"]["groups"] == rule_groups(), (
         "components/prometheus-operator/prometheusrule.yaml differs from prometheus/gpuscale-rules.yaml"
     )
-
-
-def offline_scrape_config(discovered: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
-    """scrape-configs.yaml with Kubernetes discovery replaced by static targets carrying the labels it would set.
-
-    Debian's Prometheus (the one here) is built without Kubernetes service discovery, so promtool cannot parse
-    kubernetes_sd_configs; everything else (relabeling, TLS, authorization) it checks as written."""
-    config: dict[str, Any] = copy.deepcopy(yaml.safe_load(SCRAPE.read_text()))
-    for job in config["scrape_configs"]:
-        sd = job.pop("kubernetes_sd_configs")
-        assert [s["role"] for s in sd] == ["pod"]
-        assert [s["namespaces"]["names"] for s in sd] == [[NAMESPACE]]
-        job["static_configs"] = discovered[job["job_name"]]
-    return config
 
 
 def test_promtool_checks_the_scrape_config(tmp_path: Path) -> None:
@@ -123,7 +100,7 @@ def test_promtool_checks_the_scrape_config(tmp_path: Path) -> None:
 @pytest.mark.parametrize(("job", "container"), [("gpuscale-collector", "collector"), ("gpuscale-adapter", "adapter")])
 def test_scrape_jobs_keep_the_pods_and_ports_the_manifests_make(job: str, container: str) -> None:
     """The keep rule's regex matches the rendered pod label and port name (Kubernetes discovery's meta labels)."""
-    [config] = [j for j in yaml.safe_load(SCRAPE.read_text())["scrape_configs"] if j["job_name"] == job]
+    [config] = [j for j in scrape_jobs() if j["job_name"] == job]
     [keep] = [r for r in config["relabel_configs"] if r.get("action") == "keep"]
     assert keep["source_labels"] == [
         "__meta_kubernetes_pod_label_app_kubernetes_io_name",
@@ -145,10 +122,6 @@ def test_scrape_jobs_keep_the_pods_and_ports_the_manifests_make(job: str, contai
 
 
 def test_the_collector_job_keeps_the_collectors_pod_labels() -> None:
-    [config] = [
-        j for j in yaml.safe_load(SCRAPE.read_text())["scrape_configs"] if j["job_name"] == "gpuscale-collector"
-    ]
+    [config] = [j for j in scrape_jobs() if j["job_name"] == "gpuscale-collector"]
     assert config["honor_labels"] is True
-    assert set(re.findall(r'job="([^"]+)"', RULES.read_text())) == {
-        j["job_name"] for j in yaml.safe_load(SCRAPE.read_text())["scrape_configs"]
-    }
+    assert set(re.findall(r'job="([^"]+)"', RULES.read_text())) == {j["job_name"] for j in scrape_jobs()}
