@@ -43,8 +43,8 @@ class _Gpu:
     handle: SimpleNamespace = field(default_factory=SimpleNamespace)
 
 
-class _MetricsGet:
-    """Plain stand-in for ``c_nvmlGpmMetricsGet_t``: the simulator's samples are not ctypes pointers."""
+class GpmMetricsRequest:
+    """Plain stand-in for ``c_nvmlGpmMetricsGet_t``, for NVML stand-ins whose GPM samples are not ctypes pointers."""
 
     def __init__(self) -> None:
         self.version = 0
@@ -57,7 +57,7 @@ class _MetricsGet:
 class SimulatedNvml:
     """``pynvml``-shaped: module constants and errors pass through, calls answer from the load curve."""
 
-    c_nvmlGpmMetricsGet_t = _MetricsGet
+    c_nvmlGpmMetricsGet_t = GpmMetricsRequest
 
     def __init__(
         self,

@@ -23,6 +23,8 @@ from typing import Any
 
 import pynvml
 
+from collector.simulated import GpmMetricsRequest
+
 TRACE_DIR = Path(__file__).parent / "traces"
 
 # Calls whose numbers only grow on a real GPU: replay adds the recorded steps, so looping never goes backwards.
@@ -159,19 +161,10 @@ class _Token(SimpleNamespace):
     """A handle, event set or GPM sample on the replay side."""
 
 
-class _MetricsGet:
-    def __init__(self) -> None:
-        self.version = 0
-        self.numMetrics = 0
-        self.sample1: Any = None
-        self.sample2: Any = None
-        self.metrics = [SimpleNamespace(metricId=0, nvmlReturn=0, value=0.0) for _ in range(64)]
-
-
 class ReplayNvml:
     """A ``pynvml`` stand-in answering from a recorded trace; unknown calls raise FunctionNotFound, as NVML would."""
 
-    c_nvmlGpmMetricsGet_t = _MetricsGet
+    c_nvmlGpmMetricsGet_t = GpmMetricsRequest
 
     def __init__(self, trace: dict[str, Any], phase: str = "idle", gpus: int | None = None) -> None:
         """``gpus`` above the recorded count makes copies of the recorded GPU 0 (with UUIDs of their own)."""
