@@ -7,7 +7,9 @@ What it reproduces, because the adapter's reflector depends on it:
 - a version older than the compaction point gets an ERROR event carrying a 410 ``Expired`` Status, as the watch cache
   sends it ("too old resource version"); an expired ``continue`` token gets an HTTP 410;
 - BOOKMARK events on request, for watches that allowed them;
-- bearer-token authentication (401 without it).
+- bearer-token authentication (401 without it);
+- ConfigMaps with ``data`` (listed and watched like any object, e.g. with a ``metadata.name`` field selector);
+- TokenReview and SubjectAccessReview (``demo/kube_reviews.py``), answered from ``self.reviews``.
 """
 
 from __future__ import annotations
@@ -20,11 +22,13 @@ from typing import Any
 
 import yaml
 from aiohttp import web
+from aiohttp.typedefs import Handler
 
 from adapter.selectors import parse_selector
+from demo.kube_reviews import Reviews
 
 TOKEN = "fake-token"
-_CORE = {"pods": "Pod", "namespaces": "Namespace", "nodes": "Node", "services": "Service"}
+_CORE = {"pods": "Pod", "namespaces": "Namespace", "nodes": "Node", "services": "Service", "configmaps": "ConfigMap"}
 
 
 @dataclass
@@ -46,6 +50,7 @@ class FakeKubeAPIServer:
         self.requests: list[tuple[str, dict[str, str]]] = []
         self.expire_continue_tokens = False
         self.fail_lists = 0
+        self.reviews = Reviews()
         self._pages: dict[str, tuple[list[dict[str, Any]], str]] = {}
         self._runner: web.AppRunner | None = None
         self.url = ""
@@ -60,12 +65,16 @@ class FakeKubeAPIServer:
         namespace: str | None = None,
         uid: str | None = None,
         spec: dict[str, Any] | None = None,
+        data: dict[str, str] | None = None,
     ) -> None:
-        """Create or update an object (``resource`` as ``pods`` or ``deployments.apps``)."""
+        """Create or update an object (``resource`` as ``pods`` or ``deployments.apps``; ``data`` for ConfigMaps)."""
         key = (namespace, name)
         kind = "MODIFIED" if key in self.objects.get(resource, {}) else "ADDED"
         self.resource_version += 1
         obj = self._object(resource, name, namespace, labels or {}, uid, spec)
+        if data is not None:
+            del obj["spec"]
+            obj["data"] = dict(data)
         self.objects.setdefault(resource, {})[key] = obj
         self._record(kind, resource, obj)
 
@@ -111,10 +120,17 @@ class FakeKubeAPIServer:
 
     async def start(self) -> str:
         app = web.Application()
-        app.router.add_get("/api/{version}/{resource}", self._handle)
-        app.router.add_get("/api/{version}/namespaces/{namespace}/{resource}", self._handle)
-        app.router.add_get("/apis/{group}/{version}/{resource}", self._handle)
-        app.router.add_get("/apis/{group}/{version}/namespaces/{namespace}/{resource}", self._handle)
+        handle = self._authenticated(self._handle)
+        app.router.add_get("/api/{version}/{resource}", handle)
+        app.router.add_get("/api/{version}/namespaces/{namespace}/{resource}", handle)
+        app.router.add_get("/apis/{group}/{version}/{resource}", handle)
+        app.router.add_get("/apis/{group}/{version}/namespaces/{namespace}/{resource}", handle)
+        app.router.add_post(
+            "/apis/authentication.k8s.io/v1/tokenreviews", self._authenticated(self.reviews.token_review)
+        )
+        app.router.add_post(
+            "/apis/authorization.k8s.io/v1/subjectaccessreviews", self._authenticated(self.reviews.access_review)
+        )
         self._runner = web.AppRunner(app, shutdown_timeout=0.1)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", 0)
@@ -168,11 +184,17 @@ class FakeKubeAPIServer:
             ):
                 watch.queue.put_nowait(event)
 
+    def _authenticated(self, handler: Handler) -> Handler:
+        async def checked(request: web.Request) -> web.StreamResponse:
+            self.requests.append((request.path, dict(request.query)))
+            if request.headers.get("Authorization") != f"Bearer {TOKEN}":
+                return _status(401, "Unauthorized", "Unauthorized")
+            return await handler(request)
+
+        return checked
+
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         query = dict(request.query)
-        self.requests.append((request.path, query))
-        if request.headers.get("Authorization") != f"Bearer {TOKEN}":
-            return _status(401, "Unauthorized", "Unauthorized")
         info = request.match_info
         resource = info["resource"] + (f".{info['group']}" if "group" in info else "")
         namespace = info.get("namespace")
@@ -223,11 +245,16 @@ class FakeKubeAPIServer:
             return resp
         watch = _Watch(resource, namespace, query.get("allowWatchBookmarks") == "true", query.get("fieldSelector", ""))
         if not since:
-            for obj in self.objects.get(resource, {}).values():
-                if _fields_match(obj, watch.field_selector):
+            for (ns, _), obj in self.objects.get(resource, {}).items():
+                if namespace in (None, ns) and _fields_match(obj, watch.field_selector):
                     watch.queue.put_nowait({"type": "ADDED", "object": obj})
         for rv, res, event in self.history:
-            if rv > since and res == resource and _fields_match(event["object"], watch.field_selector):
+            if (
+                rv > since
+                and res == resource
+                and namespace in (None, event["object"]["metadata"].get("namespace"))
+                and _fields_match(event["object"], watch.field_selector)
+            ):
                 watch.queue.put_nowait(event)
         self.watches.append(watch)
         timeout = float(query.get("timeoutSeconds") or 1800)
