@@ -1,8 +1,8 @@
 """The app factory: ``create_app(settings)`` wires the components; ``cleanup_ctx`` owns sessions and background tasks.
 
-Middlewares run outermost first: ``observe`` (latency, errors → Status) wraps everything, so a middleware added later
-(authentication and authorization, in ``create_app(..., middlewares=[...])``) has its refusals measured and rendered
-as Status objects like any other error.
+Middlewares run outermost first: ``observe`` (latency, errors → Status) wraps everything, then ``auth.guard``
+(authentication and authorization, unless ``--insecure-disable-auth``), so refusals are measured and rendered as
+Status objects like any other error; middlewares passed to ``create_app`` run inside both.
 """
 
 from __future__ import annotations
@@ -13,15 +13,25 @@ from collections.abc import AsyncIterator, Sequence
 from aiohttp import web
 from aiohttp.typedefs import Middleware
 
-from adapter import handlers
+from adapter import auth, handlers
+from adapter.auth_api import AuthAPI
 from adapter.components import COMPONENTS, components
 from adapter.kube_api import KubeMetadataAPI
 from adapter.self_metrics import AdapterMetrics
 from adapter.settings import Settings
+from adapter.tls import ServingTLS
 
 SETTINGS = web.AppKey("settings", Settings)
 METRICS = web.AppKey("metrics", AdapterMetrics)
 KUBE_API = web.AppKey("kube_api", KubeMetadataAPI)
+AUTH_API = web.AppKey("auth_api", AuthAPI)
+SERVING = web.AppKey("serving", ServingTLS)
+
+
+async def _stop(tasks: list[asyncio.Task[None]]) -> None:
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
 
 
 async def _components_ctx(app: web.Application) -> AsyncIterator[None]:
@@ -29,9 +39,21 @@ async def _components_ctx(app: web.Application) -> AsyncIterator[None]:
         app[COMPONENTS] = c
         tasks = await c.start()
         yield
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await _stop(tasks)
+
+
+async def _security_ctx(app: web.Application) -> AsyncIterator[None]:
+    async with auth.security(app[SETTINGS], app[METRICS], app.get(AUTH_API), app.get(SERVING)) as security:
+        app[auth.SECURITY] = security
+        tasks = [asyncio.create_task(work) for work in security.background()]
+        yield
+        await _stop(tasks)
+
+
+async def _serving_ctx(app: web.Application) -> AsyncIterator[None]:
+    task = asyncio.create_task(app[SERVING].watch(app[SETTINGS].config_check_interval, app[METRICS]))
+    yield
+    await _stop([task])
 
 
 def create_app(
@@ -39,14 +61,29 @@ def create_app(
     *,
     metrics: AdapterMetrics | None = None,
     kube_api: KubeMetadataAPI | None = None,
+    auth_api: AuthAPI | None = None,
+    serving: ServingTLS | None = None,
     middlewares: Sequence[Middleware] = (),
 ) -> web.Application:
-    """The adapter as an aiohttp app; ``kube_api`` replaces the Kubernetes API client built from settings."""
-    app = web.Application(middlewares=[handlers.observe, *middlewares])
+    """The adapter as an aiohttp app.
+
+    ``kube_api`` and ``auth_api`` replace the Kubernetes API clients built from settings; ``serving`` is the TLS
+    context the server runs with, whose client CAs follow the authentication configuration and whose certificate is
+    reloaded when its files change.
+    """
+    guard = [] if settings.insecure_disable_auth else [auth.guard(settings.auth.always_allow_paths)]
+    app = web.Application(middlewares=[handlers.observe, *guard, *middlewares])
     app[SETTINGS] = settings
     app[METRICS] = metrics or AdapterMetrics()
     if kube_api is not None:
         app[KUBE_API] = kube_api
+    if auth_api is not None:
+        app[AUTH_API] = auth_api
+    if serving is not None:
+        app[SERVING] = serving
+        app.cleanup_ctx.append(_serving_ctx)
+    if not settings.insecure_disable_auth:
+        app.cleanup_ctx.append(_security_ctx)
     app.cleanup_ctx.append(_components_ctx)
     handlers.add_routes(app)
     return app

@@ -19,6 +19,7 @@ from aiohttp import web
 
 from adapter import tls
 from adapter.app import create_app
+from adapter.auth import DISABLED_WARNING
 from adapter.components import COMPONENTS, components
 from adapter.errors import AdapterError, ConfigError
 from adapter.explain import explain, render_text
@@ -36,8 +37,11 @@ def _logging(verbosity: int) -> None:
 
 
 async def _serve(settings: Settings) -> None:
-    ssl_context = tls.server_context(settings)
-    app = create_app(settings)
+    serving = tls.serving_tls(settings)
+    ssl_context = serving.context if serving else None
+    if settings.insecure_disable_auth:
+        log.warning("%s", DISABLED_WARNING)
+    app = create_app(settings, serving=serving)
     runner = web.AppRunner(app, access_log=logging.getLogger("aiohttp.access") if settings.verbosity >= 6 else None)
     await runner.setup()
     try:

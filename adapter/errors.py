@@ -8,14 +8,18 @@ answered with a generic 500 that carries no traceback::
     ├── ConfigError              flags or the rules file are wrong (start-up fails, a reload is refused)
     ├── RequestError             the client asked for something wrong or absent (4xx)
     │   ├── BadRequest           400 BadRequest: malformed path, selector or parameter
+    │   ├── Unauthorized         401 Unauthorized: no credential, or none that checks out
+    │   ├── Forbidden            403 Forbidden: a SubjectAccessReview (or its cached answer) denied the request
     │   ├── NotFound             404 NotFound: unknown path, metric, resource or object
     │   └── MethodNotAllowed     405 MethodNotAllowed: the metrics APIs are read-only
     ├── NotConfigured            503 ServiceUnavailable: the adapter was started without what the request needs
+    │   └── AuthNotReady         503 ServiceUnavailable: the authentication configuration is not loaded yet
     └── BackendError             a backend failed; the client gets a generic message, the log gets the detail
         ├── PrometheusError      503 ServiceUnavailable: Prometheus unreachable, slow or answering errors
         │   └── QueryError       500 InternalError: Prometheus refused a query built from a rule
         └── KubernetesError      503 ServiceUnavailable: the Kubernetes API could not list objects
-            └── ResourceExpired  the watch's resourceVersion is gone (410); the reflector relists
+            ├── ResourceExpired  the watch's resourceVersion is gone (410); the reflector relists
+            └── ReviewError      503 ServiceUnavailable: a TokenReview or SubjectAccessReview failed (fail closed)
 """
 
 from __future__ import annotations
@@ -44,6 +48,21 @@ class RequestError(AdapterError):
 class BadRequest(RequestError):
     code = 400
     reason = "BadRequest"
+
+
+class Unauthorized(RequestError):
+    """The message stays generic, as Kubernetes' is: why a credential failed is for the log, not the caller."""
+
+    code = 401
+    reason = "Unauthorized"
+
+    def __init__(self, message: str = "Unauthorized") -> None:
+        super().__init__(message)
+
+
+class Forbidden(RequestError):
+    code = 403
+    reason = "Forbidden"
 
 
 class NotFound(RequestError):
@@ -86,8 +105,18 @@ class ResourceExpired(KubernetesError):
     """HTTP 410 Gone: the resourceVersion a watch started from was compacted away."""
 
 
+class ReviewError(KubernetesError):
+    """A review could not be made; the request is refused, never allowed. The detail never holds a credential."""
+
+    generic = "the Kubernetes API is currently unavailable to authenticate or authorize the request"
+
+
 class NotConfigured(AdapterError):
     """The adapter was started without what this request needs (say, a Kubernetes API for labelSelector)."""
 
     code = 503
     reason = "ServiceUnavailable"
+
+
+class AuthNotReady(NotConfigured):
+    """No request is authenticated before the CAs and request-header names are known (fail closed)."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import time
@@ -13,6 +14,8 @@ from cachetools import LRUCache
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from adapter import explain as explaining
+from adapter import openapi as documents
+from adapter.auth import DISABLED_WARNING, SECURITY
 from adapter.components import COMPONENTS, Components
 from adapter.errors import AdapterError, BackendError, NotConfigured, NotFound
 from adapter.objects import (
@@ -39,7 +42,15 @@ ROUTE = web.RequestKey("route", str)
 # rendered answers by the identity of the values they were rendered from (the provider hands back the same list
 # while its cached Prometheus results are the same)
 RENDERED = web.AppKey("rendered", LRUCache)
-_HTTP_REASONS = {404: "NotFound", 405: "MethodNotAllowed", 406: "NotAcceptable", 413: "RequestEntityTooLarge"}
+_HTTP_REASONS = {
+    401: "Unauthorized",
+    403: "Forbidden",
+    404: "NotFound",
+    405: "MethodNotAllowed",
+    406: "NotAcceptable",
+    413: "RequestEntityTooLarge",
+}
+_ROUTES_BY_PREFIX = (("/apis", ""), ("/openapi", "openapi"), ("/explain", "explain"), ("/metrics", "metrics"))
 
 
 def _dumps(body: Any) -> bytes:
@@ -71,7 +82,7 @@ async def observe(request: web.Request, handler: Handler) -> web.StreamResponse:
     except Exception:
         log.exception("unexpected error answering %s %s", request.method, request.path_qs)
         response = _status_response(500, "InternalError", "an internal error occurred; see the adapter's log")
-    route = request.get(ROUTE, "other")
+    route = request.get(ROUTE) or _route_of(request)
     components: Components | None = request.app.get(COMPONENTS)
     if components is not None:
         metrics = components.metrics
@@ -80,6 +91,17 @@ async def observe(request: web.Request, handler: Handler) -> web.StreamResponse:
             reason = _HTTP_REASONS.get(response.status) or ("BadRequest" if response.status < 500 else "ServerError")
             metrics.errors.labels(route, reason).inc()
     return response
+
+
+def _route_of(request: web.Request) -> str:
+    """The route label of a request no handler labelled (refused before it got there, or unknown)."""
+    path = request.rel_url.raw_path
+    if path in ("/healthz", "/livez", "/readyz"):
+        return "health"
+    for prefix, route in _ROUTES_BY_PREFIX:
+        if path == prefix or path.startswith(prefix + "/"):
+            return route or _route_kind(path)
+    return "other"
 
 
 def _components(request: web.Request) -> Components:
@@ -148,11 +170,37 @@ async def livez(request: web.Request) -> web.Response:
     return web.Response(text="ok")
 
 
+def _checks(request: web.Request) -> list[tuple[str, bool, str]]:
+    c = _components(request)
+    checks = [
+        ("discovery", c.discovery.attempted, "ok" if c.discovery.attempted else "failed: no relist has run yet"),
+    ]
+    if c.objects.api is None:
+        checks.append(("object-cache", True, "ok (no Kubernetes API for objects: wildcards are not filtered)"))
+    else:
+        waiting = [str(gr) for gr, r in c.objects.reflectors.items() if not r.synced]
+        checks.append(
+            ("object-cache", not waiting, f"failed: not listed yet: {', '.join(waiting)}" if waiting else "ok")
+        )
+    if c.settings.insecure_disable_auth:
+        checks.append(("authentication", True, f"ok, {DISABLED_WARNING}"))
+    else:
+        security = request.app.get(SECURITY)
+        ready, detail = security.readiness() if security else (False, "failed: not started")
+        checks.append(("authentication", ready, detail))
+    return checks
+
+
 async def readyz(request: web.Request) -> web.Response:
+    """Kubernetes' readyz format: ``ok``, or one line per check (always with ``?verbose``, and on failure)."""
     request[ROUTE] = "health"
-    if not _components(request).discovery.attempted:
-        return web.Response(status=503, text="[-]discovery: no relist has run yet\nreadyz check failed")
-    return web.Response(text="ok")
+    checks = _checks(request)
+    ready = all(ok for _, ok, _ in checks)
+    if ready and "verbose" not in request.query:
+        return web.Response(text="ok")
+    lines = [f"[{'+' if ok else '-'}]{name} {detail}" for name, ok, detail in checks]
+    lines.append("readyz check passed" if ready else "readyz check failed")
+    return web.Response(status=200 if ready else 503, text="\n".join(lines) + "\n")
 
 
 async def self_metrics(request: web.Request) -> web.Response:
@@ -161,8 +209,35 @@ async def self_metrics(request: web.Request) -> web.Response:
     return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
 
 
-async def openapi(request: web.Request) -> web.Response:
-    # kube-apiserver skips an aggregated server's OpenAPI on a 404 (a 500 would fill its log)
+def _document(request: web.Request, body: bytes) -> web.Response:
+    etag = '"' + hashlib.sha256(body).hexdigest()[:32] + '"'
+    if request.headers.get("If-None-Match") == etag:
+        return web.Response(status=304, headers={"ETag": etag})
+    return web.Response(body=body, content_type="application/json", headers={"ETag": etag})
+
+
+async def openapi_v2(request: web.Request) -> web.Response:
+    request[ROUTE] = "openapi"
+    return _document(request, documents.swagger(tuple(_components(request).provider.served_groups())))
+
+
+async def openapi_v3(request: web.Request) -> web.Response:
+    request[ROUTE] = "openapi"
+    groups = tuple(_components(request).provider.served_groups())
+    return _json(documents.v3_index(groups))
+
+
+async def openapi_v3_group(request: web.Request) -> web.Response:
+    request[ROUTE] = "openapi"
+    group, version = request.match_info["group"], request.match_info["version"]
+    served = documents.group_versions(tuple(_components(request).provider.served_groups()))
+    if (group, version) not in served:
+        # kube-apiserver skips a 404 from an aggregated server (a 500 would fill its log)
+        raise NotFound(NO_SUCH_PATH)
+    return _document(request, documents.openapi_v3(group, version))
+
+
+async def openapi_other(request: web.Request) -> web.Response:
     request[ROUTE] = "openapi"
     raise NotFound(NO_SUCH_PATH)
 
@@ -180,4 +255,7 @@ def add_routes(app: web.Application) -> None:
     r.add_get("/livez", livez)
     r.add_get("/readyz", readyz)
     r.add_get("/metrics", self_metrics)
-    r.add_get("/openapi/{tail:.*}", openapi)
+    r.add_get("/openapi/v2", openapi_v2)
+    r.add_get("/openapi/v3", openapi_v3)
+    r.add_get("/openapi/v3/apis/{group}/{version}", openapi_v3_group)
+    r.add_get("/openapi/{tail:.*}", openapi_other)

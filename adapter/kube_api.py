@@ -81,6 +81,21 @@ def parse_event(line: bytes) -> WatchEvent:
     return WatchEvent(str(kind), meta, rv)
 
 
+async def new_api_client(kubeconfig: Path | None) -> Any:
+    """A kubernetes_asyncio ``ApiClient`` from a kubeconfig file, or the pod's service account when None."""
+    from kubernetes_asyncio import client, config
+
+    try:
+        if kubeconfig is not None:
+            return await config.new_client_from_config(config_file=str(kubeconfig))
+        configuration = client.Configuration()
+        load_incluster: Any = config.load_incluster_config
+        load_incluster(client_configuration=configuration)
+        return client.ApiClient(configuration)
+    except (config.ConfigException, OSError, ValueError, KeyError) as e:
+        raise KubernetesError(f"cannot configure the Kubernetes client: {e}") from e
+
+
 class KubernetesMetadataAPI:
     """``KubeMetadataAPI`` over kubernetes_asyncio's configured ``ApiClient``."""
 
@@ -91,19 +106,7 @@ class KubernetesMetadataAPI:
     @classmethod
     async def connect(cls, kubeconfig: Path | None) -> KubernetesMetadataAPI:
         """From a kubeconfig file, or the pod's service account when ``kubeconfig`` is None."""
-        from kubernetes_asyncio import client, config
-
-        try:
-            if kubeconfig is not None:
-                api_client = await config.new_client_from_config(config_file=str(kubeconfig))
-            else:
-                configuration = client.Configuration()
-                load_incluster: Any = config.load_incluster_config
-                load_incluster(client_configuration=configuration)
-                api_client = client.ApiClient(configuration)
-        except (config.ConfigException, OSError, ValueError, KeyError) as e:
-            raise KubernetesError(f"cannot configure the Kubernetes client: {e}") from e
-        return cls(api_client)
+        return cls(await new_api_client(kubeconfig))
 
     async def close(self) -> None:
         await self.api_client.close()

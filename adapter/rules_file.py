@@ -47,9 +47,11 @@ class RulesFile:
         except ConfigError as e:
             self.last_error = str(e)
             self.metrics.config_reloads.labels("error").inc()
+            self.metrics.config_last_reload_successful.set(0)
             log.error("rules file %s not reloaded, keeping the rules in force: %s", self.path, e)
             return False
         self.last_error = None
+        self.metrics.config_last_reload_successful.set(1)
         if rules.digest == self.rules.digest:
             return False
         self.rules = rules

@@ -65,6 +65,43 @@ class AdapterMetrics:
         self.config_reloads = Counter(
             f"{p}_config_reloads", "Reloads of the rules file, by result.", ["result"], registry=r
         )
+        self.config_last_reload_successful = Gauge(
+            f"{p}_config_last_reload_successful",
+            "0 while the rules file on disk is refused (the rules loaded before stay in force), else 1.",
+            registry=r,
+        )
+        self.config_last_reload_successful.set(1)
+        self.authentications = Counter(
+            f"{p}_authentications",
+            "Authentication outcomes, by method (front_proxy, client_certificate, token, none) and result "
+            "(success, failure, error).",
+            ["method", "result"],
+            registry=r,
+        )
+        self.authorizations = Counter(
+            f"{p}_authorizations",
+            "Authorization outcomes, by decision (allowed, denied, error) and source (review, cache, masters).",
+            ["decision", "source"],
+            registry=r,
+        )
+        self.auth_config_loaded = Gauge(
+            f"{p}_auth_config_loaded",
+            "1 once the authentication configuration (CA files, the extension-apiserver-authentication ConfigMap) "
+            "is loaded.",
+            registry=r,
+        )
+        self.auth_config_reloads = Counter(
+            f"{p}_auth_config_reloads",
+            "Changes to the authentication configuration, by result.",
+            ["result"],
+            registry=r,
+        )
+        self.serving_cert_reloads = Counter(
+            f"{p}_serving_certificate_reloads",
+            "Reloads of the serving certificate and key after they changed on disk, by result.",
+            ["result"],
+            registry=r,
+        )
         self.kube_objects = Gauge(
             f"{p}_kube_cache_objects", "Objects held by the metadata cache, by resource.", ["resource"], registry=r
         )

@@ -1,28 +1,31 @@
 """Command-line flags and ``GPUSCALE_ADAPTER_*`` environment variables → frozen ``Settings``.
 
 prometheus-adapter's flags are accepted with their meaning, so a Deployment can switch images without changing its
-arguments; its API-server flags that this adapter does not act on yet are accepted and reported once. Every flag has an
-environment variable (``--prometheus-url`` → ``GPUSCALE_ADAPTER_PROMETHEUS_URL``); a flag wins over its variable.
+arguments; so are the authentication and authorization flags of Kubernetes' generic API servers. Flags this adapter
+does not act on are accepted and reported once. Every flag has an environment variable (``--prometheus-url`` →
+``GPUSCALE_ADAPTER_PROMETHEUS_URL``); a flag wins over its variable.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import re
+import ssl
 import urllib.parse
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from adapter.auth_config import CONFIGMAP, HEALTH_PATHS, AuthSettings
 from adapter.errors import ConfigError
+from adapter.flags import ENV_PREFIX, FlagValues, dest, env_name, parse_bool, parse_duration
 from adapter.prometheus import PrometheusConfig
 
-ENV_PREFIX = "GPUSCALE_ADAPTER_"
+__all__ = ["ENV_PREFIX", "IGNORED_FLAGS", "Settings", "parse_bool", "parse_duration", "parse_settings", "usage"]
 
-# prometheus-adapter and generic API-server flags taken for compatibility, not acted on here (authentication and
-# authorization arrive with the front-proxy work; logging goes to stderr anyway).
+# prometheus-adapter and generic API-server flags taken for compatibility, not acted on here (logging goes to stderr
+# anyway; lookup failures are never tolerated: without its authentication configuration the adapter serves no metrics).
 IGNORED_FLAGS = (
     "logtostderr",
     "alsologtostderr",
@@ -33,25 +36,11 @@ IGNORED_FLAGS = (
     "logging-format",
     "vmodule",
     "tls-cipher-suites",
-    "tls-min-version",
     "tls-sni-cert-key",
     "http2-max-streams-per-connection",
     "permit-port-sharing",
     "permit-address-sharing",
-    "authentication-kubeconfig",
-    "authentication-skip-lookup",
-    "authentication-token-webhook-cache-ttl",
     "authentication-tolerate-lookup-failure",
-    "authorization-kubeconfig",
-    "authorization-always-allow-paths",
-    "authorization-webhook-cache-authorized-ttl",
-    "authorization-webhook-cache-unauthorized-ttl",
-    "client-ca-file",
-    "requestheader-allowed-names",
-    "requestheader-client-ca-file",
-    "requestheader-extra-headers-prefix",
-    "requestheader-group-headers",
-    "requestheader-username-headers",
     "audit-log-path",
     "audit-log-maxage",
     "audit-log-maxbackup",
@@ -82,33 +71,39 @@ class Settings:
     cert_dir: Path | None = None
     tls_cert_file: Path | None = None
     tls_key_file: Path | None = None
+    tls_min_version: ssl.TLSVersion = ssl.TLSVersion.TLSv1_2
     insecure_serve_http: bool = False
+    insecure_disable_auth: bool = False
+    auth: AuthSettings = field(default_factory=AuthSettings)
     lister_kubeconfig: Path | None = None
     verbosity: int = 0
     ignored_flags: tuple[str, ...] = ()
 
 
-_DURATION_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h)")
-_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
-
-
-def parse_duration(text: str) -> float:
-    """Go's duration syntax (``90s``, ``1m30s``, ``500ms``; ``0``) in seconds."""
-    text = text.strip()
-    if text == "0":
-        return 0.0
-    if not text or _DURATION_PART.sub("", text):
-        raise ValueError(f"{text!r} is not a duration like 30s, 1m30s or 500ms")
-    return sum(float(n) * _UNITS[u] for n, u in _DURATION_PART.findall(text))
-
-
-def parse_bool(text: str) -> bool:
-    lowered = text.strip().lower()
-    if lowered in ("1", "t", "true", "yes", "y", "on"):
-        return True
-    if lowered in ("0", "f", "false", "no", "n", "off"):
-        return False
-    raise ValueError(f"{text!r} is not a boolean (true or false)")
+_TLS_VERSIONS = {"VersionTLS12": ssl.TLSVersion.TLSv1_2, "VersionTLS13": ssl.TLSVersion.TLSv1_3}
+# what --insecure-disable-auth turns off: giving any of these with it is a contradiction, not a no-op
+AUTH_FLAGS = (
+    "authentication-kubeconfig",
+    "authorization-kubeconfig",
+    "authentication-skip-lookup",
+    "authentication-token-webhook-cache-ttl",
+    "authorization-webhook-cache-authorized-ttl",
+    "authorization-webhook-cache-unauthorized-ttl",
+    "authorization-always-allow-paths",
+    "client-ca-file",
+    "requestheader-client-ca-file",
+    "requestheader-allowed-names",
+    "requestheader-username-headers",
+    "requestheader-group-headers",
+    "requestheader-extra-headers-prefix",
+)
+_LIST_FLAGS = (
+    "authorization-always-allow-paths",
+    "requestheader-allowed-names",
+    "requestheader-username-headers",
+    "requestheader-group-headers",
+    "requestheader-extra-headers-prefix",
+)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -131,7 +126,7 @@ def _parser() -> argparse.ArgumentParser:
     add("--prometheus-auth-incluster", nargs="?", const="true", help="use the pod's service-account token and CA")
     add("--prometheus-auth-config", help="kubeconfig file whose user credentials and CA are used for Prometheus")
     add("--config", help="prometheus-adapter rules file (default: the built-in GPU rules); reloaded on change")
-    add("--config-check-interval", help="how often to look for changes to --config, 100ms to 1h (default 5s)")
+    add("--config-check-interval", help="how often --config and certificate files are checked for changes (default 5s)")
     add("--metrics-relist-interval", help="how often to relist series names, 1s to 24h (default 1m)")
     add("--metrics-max-age", help="how far back a relist looks; at least the relist interval (default: the interval)")
     add("--metrics-cache-ttl", help="how long a query result is reused, 0s to 10m (default 1s)")
@@ -140,20 +135,43 @@ def _parser() -> argparse.ArgumentParser:
     add("--cert-dir", help="directory for apiserver.crt/apiserver.key; a self-signed pair is made there if absent")
     add("--tls-cert-file", help="serving certificate (with --tls-private-key-file)")
     add("--tls-private-key-file", help="serving certificate's key")
-    add("--insecure-serve-http", nargs="?", const="true", help="serve plain HTTP instead of HTTPS (local runs)")
+    add("--tls-min-version", help="oldest TLS version accepted: VersionTLS12 or VersionTLS13 (default VersionTLS12)")
+    add(
+        "--insecure-serve-http",
+        nargs="?",
+        const="true",
+        help="serve plain HTTP (local runs; needs --insecure-disable-auth)",
+    )
+    add(
+        "--insecure-disable-auth",
+        nargs="?",
+        const="true",
+        help="serve every caller without authentication or authorization",
+    )
+    add("--authentication-kubeconfig", help="kubeconfig for the ConfigMap and TokenReviews (default: in-cluster)")
+    add("--authorization-kubeconfig", help="kubeconfig for SubjectAccessReviews (default: in-cluster)")
+    add("--authentication-skip-lookup", nargs="?", const="true", help=f"do not read the {CONFIGMAP}")
+    add(
+        "--authentication-token-webhook-cache-ttl",
+        help="how long TokenReview answers are reused, 0s to 1h (default 10s)",
+    )
+    add(
+        "--authorization-webhook-cache-authorized-ttl",
+        help="how long allowed reviews are reused, 0s to 1h (default 10s)",
+    )
+    add(
+        "--authorization-webhook-cache-unauthorized-ttl",
+        help="how long denied reviews are reused, 0s to 1h (default 10s)",
+    )
+    add("--client-ca-file", help=f"CA bundle for client certificates (default: from the {CONFIGMAP})")
+    add("--requestheader-client-ca-file", help=f"CA bundle for the front proxy (default: from the {CONFIGMAP})")
+    for flag in _LIST_FLAGS:
+        add(f"--{flag}", action="append", help="comma-separated list, repeatable")
     add("--lister-kubeconfig", help="kubeconfig for listing pods, namespaces, nodes (default: in-cluster, if any)")
     add("-v", "--v", dest="v", help="log verbosity, 0 to 10; 4 and above logs debug lines (default 0)")
     for flag in IGNORED_FLAGS:
-        add(f"--{flag}", nargs="?", const="", dest=f"ignored_{_dest(flag)}", help=argparse.SUPPRESS)
+        add(f"--{flag}", nargs="?", const="", dest=f"ignored_{dest(flag)}", help=argparse.SUPPRESS)
     return p
-
-
-def _dest(flag: str) -> str:
-    return flag.replace("-", "_")
-
-
-def _env(flag: str) -> str:
-    return ENV_PREFIX + _dest(flag).upper()
 
 
 def parse_settings(argv: Sequence[str], env: Mapping[str, str] | None = None) -> Settings:
@@ -166,36 +184,8 @@ def parse_settings(argv: Sequence[str], env: Mapping[str, str] | None = None) ->
     if rest:
         raise ConfigError(f"unknown flag or argument: {rest[0]}")
     values: dict[str, Any] = vars(ns)
-
-    def get(flag: str, default: str | None = None) -> str | None:
-        value = values.get(_dest(flag))
-        if value is None:
-            value = env.get(_env(flag))
-        return default if value is None else str(value)
-
-    def fail(flag: str, problem: str) -> ConfigError:
-        return ConfigError(f"--{flag} (or {_env(flag)}): {problem}")
-
-    def duration(flag: str, default: str, low: float, high: float, shown: str) -> float:
-        text = get(flag, default) or default
-        try:
-            seconds = parse_duration(text)
-        except ValueError as e:
-            raise fail(flag, str(e)) from e
-        if not low <= seconds <= high:
-            raise fail(flag, f"{text} is outside the valid range {shown}")
-        return seconds
-
-    def boolean(flag: str) -> bool:
-        text = get(flag, "false") or "false"
-        try:
-            return parse_bool(text)
-        except ValueError as e:
-            raise fail(flag, str(e)) from e
-
-    def path(flag: str) -> Path | None:
-        text = get(flag)
-        return Path(text) if text else None
+    flags = FlagValues(values, env)
+    get, fail, duration, boolean, path = flags.get, flags.fail, flags.duration, flags.boolean, flags.path
 
     url = get("prometheus-url", "http://localhost:9090") or ""
     parsed = urllib.parse.urlsplit(url)
@@ -206,7 +196,7 @@ def parse_settings(argv: Sequence[str], env: Mapping[str, str] | None = None) ->
         raise fail("prometheus-verb", f"{verb!r} is not one of GET, POST")
     headers = []
     header_values = values.get("prometheus_header") or (
-        [h for h in env.get(_env("prometheus-header"), "").splitlines() if h.strip()]
+        [h for h in env.get(env_name("prometheus-header"), "").splitlines() if h.strip()]
     )
     for header in header_values:
         key, sep, value = header.partition("=")
@@ -242,7 +232,21 @@ def parse_settings(argv: Sequence[str], env: Mapping[str, str] | None = None) ->
         raise fail("v", "not an integer") from e
     if not 0 <= verbosity <= 10:
         raise fail("v", f"{verbosity} is outside the valid range 0 to 10")
-    ignored = tuple(f"--{f}" for f in IGNORED_FLAGS if values.get(f"ignored_{_dest(f)}") is not None)
+    ignored = tuple(f"--{f}" for f in IGNORED_FLAGS if values.get(f"ignored_{dest(f)}") is not None)
+    tls_min = get("tls-min-version", "VersionTLS12") or "VersionTLS12"
+    if tls_min not in _TLS_VERSIONS:
+        raise fail("tls-min-version", f"{tls_min!r} is not one of {', '.join(_TLS_VERSIONS)}")
+    serve_http, disable_auth = boolean("insecure-serve-http"), boolean("insecure-disable-auth")
+    if serve_http and not disable_auth:
+        raise fail(
+            "insecure-serve-http",
+            "plain HTTP carries no client certificates, so callers cannot be authenticated as the aggregation "
+            "layer authenticates them; add --insecure-disable-auth to serve every caller (local runs only)",
+        )
+    if disable_auth:
+        contradicting = [f for f in AUTH_FLAGS if flags.given(f)]
+        if contradicting:
+            raise fail("insecure-disable-auth", f"turns authentication off, yet --{contradicting[0]} is given")
     return Settings(
         prometheus=PrometheusConfig(
             url=url,
@@ -267,10 +271,36 @@ def parse_settings(argv: Sequence[str], env: Mapping[str, str] | None = None) ->
         cert_dir=path("cert-dir"),
         tls_cert_file=tls_cert,
         tls_key_file=tls_key,
-        insecure_serve_http=boolean("insecure-serve-http"),
+        tls_min_version=_TLS_VERSIONS[tls_min],
+        insecure_serve_http=serve_http,
+        insecure_disable_auth=disable_auth,
+        auth=_auth_settings(flags),
         lister_kubeconfig=path("lister-kubeconfig"),
         verbosity=verbosity,
         ignored_flags=ignored,
+    )
+
+
+def _auth_settings(flags: FlagValues) -> AuthSettings:
+    always = flags.strings("authorization-always-allow-paths", HEALTH_PATHS)
+    for p in always:
+        if not p.startswith("/") or "*" in p[:-1]:
+            raise flags.fail("authorization-always-allow-paths", f"{p!r} is not a path (a trailing * is allowed)")
+    ttl = "0s to 1h"
+    return AuthSettings(
+        authentication_kubeconfig=flags.path("authentication-kubeconfig"),
+        authorization_kubeconfig=flags.path("authorization-kubeconfig"),
+        skip_lookup=flags.boolean("authentication-skip-lookup"),
+        token_cache_ttl=flags.duration("authentication-token-webhook-cache-ttl", "10s", 0, 3600, ttl),
+        authorized_ttl=flags.duration("authorization-webhook-cache-authorized-ttl", "10s", 0, 3600, ttl),
+        unauthorized_ttl=flags.duration("authorization-webhook-cache-unauthorized-ttl", "10s", 0, 3600, ttl),
+        always_allow_paths=always,
+        client_ca_file=flags.path("client-ca-file"),
+        requestheader_client_ca_file=flags.path("requestheader-client-ca-file"),
+        requestheader_allowed_names=flags.strings("requestheader-allowed-names", ()),
+        requestheader_username_headers=flags.strings("requestheader-username-headers", ("X-Remote-User",)),
+        requestheader_group_headers=flags.strings("requestheader-group-headers", ("X-Remote-Group",)),
+        requestheader_extra_headers_prefix=flags.strings("requestheader-extra-headers-prefix", ("X-Remote-Extra-",)),
     )
 
 

@@ -1,7 +1,9 @@
-"""The serving certificate: from files, or self-signed at start when none is given (as Kubernetes API servers do)."""
+"""The serving certificate: from files (reloaded when they change), or self-signed at start when none is given, as
+Kubernetes API servers do; TLS 1.2 or newer."""
 
 from __future__ import annotations
 
+import asyncio
 import datetime
 import ipaddress
 import logging
@@ -17,6 +19,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from adapter.errors import ConfigError
+from adapter.self_metrics import AdapterMetrics
 from adapter.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -98,15 +101,92 @@ def serving_files(settings: Settings) -> tuple[Path, Path]:
     return cert, key
 
 
-def server_context(settings: Settings) -> ssl.SSLContext | None:
+def _stamp(path: Path) -> tuple[int, int, int] | None:
+    try:
+        # a mounted Secret is updated by swapping a symlink: stat follows it, so the inode changes too
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_ino, st.st_mtime_ns, st.st_size)
+
+
+class ServingTLS:
+    """The server's TLS settings, changed without a restart: a new certificate on disk, or new client CAs.
+
+    The server keeps one ``SSLContext`` (``context``); during each handshake its SNI callback hands the connection
+    the newest one, so new connections get the new certificate and CAs while open ones keep theirs. Client
+    certificates are requested (``CERT_OPTIONAL``) only when authentication is on, and verified against the client
+    CAs; which CA signed one is decided per request (``client_certs.py``).
+    """
+
+    def __init__(
+        self, cert: Path, key: Path, minimum: ssl.TLSVersion = ssl.TLSVersion.TLSv1_2, request_certs: bool = True
+    ) -> None:
+        self.cert, self.key = cert, key
+        self.minimum = minimum
+        self.request_certs = request_certs
+        self.client_cas = b""
+        self._stamps = (_stamp(cert), _stamp(key))
+        self.current = self._build()
+        self.context = self._build()
+        self.context.sni_callback = self._choose
+
+    def _choose(self, ssl_object: ssl.SSLObject, server_name: str | None, context: ssl.SSLContext) -> None:
+        ssl_object.context = self.current
+
+    def _build(self) -> ssl.SSLContext:
+        # a bare server context: create_default_context would also trust the system's public CAs for clients
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        ctx.minimum_version = self.minimum
+        try:
+            ctx.load_cert_chain(str(self.cert), str(self.key))
+        except (OSError, ssl.SSLError) as e:
+            raise ConfigError(f"cannot load the serving certificate {self.cert} and key {self.key}: {e}") from e
+        if self.request_certs:
+            ctx.verify_mode = ssl.CERT_OPTIONAL
+            if self.client_cas:
+                ctx.load_verify_locations(cadata=self.client_cas.decode())
+        return ctx
+
+    def set_client_cas(self, pem: bytes) -> None:
+        """Trust these CAs for client certificates from the next handshake on."""
+        if pem != self.client_cas:
+            self.client_cas = pem
+            self.current = self._build()
+
+    def reload_if_changed(self) -> str | None:
+        """Load the certificate and key again when either file changed: ``success``, ``error`` (the pair in use
+        stays), or None when nothing changed."""
+        stamps = (_stamp(self.cert), _stamp(self.key))
+        if stamps == self._stamps:
+            return None
+        self._stamps = stamps
+        try:
+            self.current = self._build()
+        except ConfigError as e:
+            # a certificate and its key are rarely replaced in one step: the next change is tried again
+            log.error("serving certificate not reloaded, keeping the one in use: %s", e)
+            return "error"
+        log.info("serving certificate %s reloaded", self.cert)
+        return "success"
+
+    async def watch(self, interval: float, metrics: AdapterMetrics) -> None:
+        while True:
+            await asyncio.sleep(interval)
+            outcome = self.reload_if_changed()
+            if outcome is not None:
+                metrics.serving_cert_reloads.labels(outcome).inc()
+
+
+def serving_tls(settings: Settings) -> ServingTLS | None:
     """None for plain HTTP (--insecure-serve-http)."""
     if settings.insecure_serve_http:
         return None
     cert, key = serving_files(settings)
-    ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    ctx.minimum_version = ssl.TLSVersion.TLSv1_2
-    try:
-        ctx.load_cert_chain(str(cert), str(key))
-    except (OSError, ssl.SSLError) as e:
-        raise ConfigError(f"cannot load the serving certificate {cert} and key {key}: {e}") from e
-    return ctx
+    return ServingTLS(cert, key, settings.tls_min_version, request_certs=not settings.insecure_disable_auth)
+
+
+def server_context(settings: Settings) -> ssl.SSLContext | None:
+    """None for plain HTTP (--insecure-serve-http)."""
+    serving = serving_tls(settings)
+    return serving.context if serving else None

@@ -99,6 +99,7 @@ def adapter_process(prom_url: str, kubeconfig: Path, *extra: str) -> Iterator[tu
             f"--prometheus-url={prom_url}",
             f"--lister-kubeconfig={kubeconfig}",
             "--insecure-serve-http",
+            "--insecure-disable-auth",
             "--bind-address=127.0.0.1",
             f"--secure-port={port}",
             "--prometheus-timeout=60s",

@@ -87,7 +87,8 @@ class Stack:
         self._spawn(
             "adapter",
             ["-m", "adapter", f"--prometheus-url={self.prometheus.url}", f"--lister-kubeconfig={kubeconfig}",
-             "--insecure-serve-http", "--bind-address=127.0.0.1", f"--secure-port={adapter_port}",
+             "--insecure-serve-http", "--insecure-disable-auth", "--bind-address=127.0.0.1",
+             f"--secure-port={adapter_port}",
              "--metrics-relist-interval=2s", *self.adapter_args],
             {},
         )  # fmt: skip

@@ -7,17 +7,22 @@ from typing import Any
 
 import pytest
 from aiohttp import web
-from aiohttp.test_utils import TestClient
+from aiohttp.test_utils import TestClient, TestServer
 
+from adapter import tls
 from adapter.app import create_app
+from adapter.auth_api import AuthAPI
+from adapter.auth_config import AuthSettings
 from adapter.components import COMPONENTS, Components
 from adapter.prometheus import PrometheusConfig
 from adapter.settings import Settings
+from tests.adapter.secure import Cluster, SecureAdapter, grant_cluster_roles
 from tests.adapter.series import FB, GPU, TENSOR, Exporter, exposition
 from tests.fakes.kube_apiserver import FakeKubeAPIServer
 from tests.support.prometheus import Prometheus, run_prometheus
 
 AiohttpClient = Callable[[web.Application], Awaitable[TestClient[web.Request, web.Application]]]
+AiohttpServer = Callable[..., Awaitable[TestServer]]
 
 
 @pytest.fixture(scope="session")
@@ -68,6 +73,7 @@ def settings_for(prometheus_url: str, kubeconfig: Path | None, **overrides: Any)
         "prometheus": PrometheusConfig(url=prometheus_url, timeout=5.0),
         "lister_kubeconfig": kubeconfig,
         "insecure_serve_http": True,
+        "insecure_disable_auth": True,
         **overrides,
     }
     return Settings(**fields)
@@ -133,3 +139,61 @@ async def adapter(
 ) -> Adapter:
     # kube comes first so that it is torn down after the adapter, whose reflectors talk to it
     return await make_adapter(settings_for(prometheus.url, kube.kubeconfig(tmp_path / "kubeconfig")))
+
+
+@pytest.fixture
+def cluster() -> Cluster:
+    return Cluster()
+
+
+MakeSecure = Callable[..., Awaitable[SecureAdapter]]
+
+
+@pytest.fixture
+def make_secure(
+    kube: FakeKubeAPIServer,
+    prometheus: Prometheus,
+    aiohttp_server: AiohttpServer,
+    tmp_path: Path,
+    cluster: Cluster,
+) -> MakeSecure:
+    """An adapter over HTTPS with authentication and authorization delegated to the fake API server.
+
+    The cluster's ConfigMap is published first unless ``publish`` is False; ``auth_api`` replaces the clients the
+    adapter would build from its kubeconfig (a shorter review deadline); the rest are ``AuthSettings`` fields.
+    """
+
+    async def make(
+        publish: bool = True, ready: bool = True, auth_api: AuthAPI | None = None, **auth: Any
+    ) -> SecureAdapter:
+        if publish:
+            cluster.publish(kube)
+        grant_cluster_roles(kube)
+        kubeconfig = kube.kubeconfig(tmp_path / "kubeconfig")
+        settings = settings_for(
+            prometheus.url,
+            kubeconfig,
+            insecure_serve_http=False,
+            insecure_disable_auth=False,
+            auth=AuthSettings(
+                **{"authentication_kubeconfig": kubeconfig, "authorization_kubeconfig": kubeconfig, **auth}
+            ),
+            cert_dir=tmp_path / "certs",
+            config_check_interval=0.1,
+        )
+        serving = tls.serving_tls(settings)
+        assert serving is not None
+        app = create_app(settings, serving=serving, auth_api=auth_api)
+        server = await aiohttp_server(app, ssl=serving.context)
+        adapter = SecureAdapter(
+            app, str(server.make_url("")).rstrip("/"), tmp_path / "certs" / "apiserver.crt", tmp_path
+        )
+        if ready:
+
+            async def is_ready() -> bool:
+                return (await adapter.get("/readyz")).status == 200
+
+            await eventually(is_ready, what="the adapter to be ready")
+        return adapter
+
+    return make

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import shutil
 import signal
 import ssl
@@ -16,6 +17,7 @@ import pytest
 import yaml
 
 from tests.adapter.conftest import eventually
+from tests.adapter.secure import HPA, HPA_TOKEN, STRANGER_TOKEN, Cluster, grant_cluster_roles
 from tests.fakes.kube_apiserver import FakeKubeAPIServer
 from tests.support.prometheus import Prometheus, free_port
 
@@ -37,26 +39,53 @@ async def run(*args: str) -> tuple[int, str, str]:
 
 
 class Served:
-    def __init__(self, port: int, cert: Path, kubeconfig: Path) -> None:
+    def __init__(self, port: int, cert: Path, kubeconfig: Path, log: Path) -> None:
         self.port = port
         self.cert = cert
         self.kubeconfig = kubeconfig
+        self.log = log
 
-    async def kubectl(self, *args: str) -> tuple[int, str, str]:
-        return await run(kubectl_binary(), f"--kubeconfig={self.kubeconfig}", *args)
+    async def kubectl(self, *args: str, context: str = "cert") -> tuple[int, str, str]:
+        """kubectl as ``cert`` (alice's client certificate from the client CA) or ``token`` (the HPA's token)."""
+        return await run(kubectl_binary(), f"--kubeconfig={self.kubeconfig}", f"--context={context}", *args)
+
+
+def kubectl_config(path: Path, server: str, ca: Path, cert: Path, key: Path) -> Path:
+    cluster = {"server": server, "certificate-authority": str(ca)}
+    users = [
+        {"name": "alice", "user": {"client-certificate": str(cert), "client-key": str(key)}},
+        {"name": "hpa", "user": {"token": HPA_TOKEN}},
+    ]
+    contexts = [
+        {"name": "cert", "context": {"cluster": "adapter", "user": "alice"}},
+        {"name": "token", "context": {"cluster": "adapter", "user": "hpa"}},
+    ]
+    config = {"apiVersion": "v1", "kind": "Config", "clusters": [{"name": "adapter", "cluster": cluster}]}
+    path.write_text(yaml.safe_dump({**config, "users": users, "contexts": contexts, "current-context": "cert"}))
+    return path
 
 
 @pytest.fixture
-async def served(kube: FakeKubeAPIServer, prometheus: Prometheus, tmp_path: Path) -> AsyncIterator[Served]:
+async def served(
+    kube: FakeKubeAPIServer, prometheus: Prometheus, cluster: Cluster, tmp_path: Path
+) -> AsyncIterator[Served]:
+    cluster.publish(kube)
+    grant_cluster_roles(kube)
+    kube.reviews.grant(group="metrics-readers", verbs=("get", "list"), api_groups=("*",))
+    kube.reviews.grant(group="metrics-readers", paths=("/apis/*",))
+    kube_config = kube.kubeconfig(tmp_path / "lister-kubeconfig")
     port = free_port()
     certs = tmp_path / "certs"
-    log = (tmp_path / "adapter.log").open("wb")
+    log_path = tmp_path / "adapter.log"
+    log = log_path.open("wb")
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
         "adapter",
         f"--prometheus-url={prometheus.url}",
-        f"--lister-kubeconfig={kube.kubeconfig(tmp_path / 'lister-kubeconfig')}",
+        f"--lister-kubeconfig={kube_config}",
+        f"--authentication-kubeconfig={kube_config}",
+        f"--authorization-kubeconfig={kube_config}",
         f"--secure-port={port}",
         "--bind-address=127.0.0.1",
         f"--cert-dir={certs}",
@@ -66,28 +95,12 @@ async def served(kube: FakeKubeAPIServer, prometheus: Prometheus, tmp_path: Path
         stderr=log,
     )
     cert = certs / "apiserver.crt"
-    kubeconfig = tmp_path / "kubeconfig"
-    kubeconfig.write_text(
-        yaml.safe_dump(
-            {
-                "apiVersion": "v1",
-                "kind": "Config",
-                "clusters": [
-                    {
-                        "name": "a",
-                        "cluster": {"server": f"https://127.0.0.1:{port}", "certificate-authority": str(cert)},
-                    }
-                ],
-                "users": [{"name": "u", "user": {"token": "unused-until-authentication-lands"}}],
-                "contexts": [{"name": "c", "context": {"cluster": "a", "user": "u"}}],
-                "current-context": "c",
-            }
-        )
-    )
+    alice_cert, alice_key = cluster.client_ca.issue("alice", ("metrics-readers",)).write(tmp_path, "alice")
+    kubeconfig = kubectl_config(tmp_path / "kubeconfig", f"https://127.0.0.1:{port}", cert, alice_cert, alice_key)
 
     async def ready() -> bool:
         if proc.returncode is not None:
-            raise AssertionError(f"the adapter exited: {(tmp_path / 'adapter.log').read_text()}")
+            raise AssertionError(f"the adapter exited: {log_path.read_text()}")
         if not cert.exists():
             return False
         ctx = ssl.create_default_context(cafile=str(cert))
@@ -99,13 +112,13 @@ async def served(kube: FakeKubeAPIServer, prometheus: Prometheus, tmp_path: Path
 
     try:
         await eventually(ready, within=30, what="the adapter to serve")
-        yield Served(port, cert, kubeconfig)
+        yield Served(port, cert, kubeconfig, log_path)
     finally:
         if proc.returncode is None:
             proc.send_signal(signal.SIGTERM)
             await asyncio.wait_for(proc.wait(), 15)
         log.close()
-    assert proc.returncode == 0, (tmp_path / "adapter.log").read_text()
+    assert proc.returncode == 0, log_path.read_text()
 
 
 async def test_kubectl_reads_the_hpa_request_over_https(served: Served) -> None:
@@ -129,6 +142,28 @@ async def test_kubectl_reads_discovery_and_external_metrics(served: Served) -> N
     )
     assert rc == 0, err
     assert [i["value"] for i in json.loads(out)["items"]] == ["72"]
+
+
+async def test_kubectl_with_a_bearer_token_is_reviewed_and_a_stranger_refused(
+    served: Served, kube: FakeKubeAPIServer
+) -> None:
+    rc, out, err = await served.kubectl(
+        "get",
+        "--raw",
+        f"{CM}/v1beta2/namespaces/ml/pods/*/gpu_utilization?labelSelector=app%3Dtrainer",
+        context="token",
+    )
+    assert rc == 0, err
+    assert len(json.loads(out)["items"]) == 2
+    assert kube.reviews.token_reviews == 1
+    assert kube.reviews.access_reviews[-1]["user"] == HPA
+    rc, _, err = await served.kubectl(
+        "get", "--raw", f"{CM}/v1beta2/nodes/node-a/gpu_utilization", f"--token={STRANGER_TOKEN}", context="token"
+    )
+    assert rc != 0
+    assert 'Error from server (Forbidden): nodes/gpu_utilization.custom.metrics.k8s.io "node-a" is forbidden' in err
+    assert HPA_TOKEN not in served.log.read_text()
+    assert STRANGER_TOKEN not in served.log.read_text()
 
 
 async def test_kubectl_decodes_our_status_errors(served: Served) -> None:
@@ -181,7 +216,64 @@ async def test_a_broken_rules_file_stops_the_start_naming_the_key(tmp_path: Path
     config = tmp_path / "config.yaml"
     config.write_text("rules:\n- seriesQuery: up\n  metricsQuerry: x\n")
     rc, _, err = await run(
-        sys.executable, "-m", "adapter", f"--config={config}", "--insecure-serve-http", f"--secure-port={free_port()}"
+        sys.executable,
+        "-m",
+        "adapter",
+        f"--config={config}",
+        "--insecure-serve-http",
+        "--insecure-disable-auth",
+        f"--secure-port={free_port()}",
     )
     assert rc == 2
     assert "rules[0]: unknown key 'metricsQuerry'" in err
+
+
+async def test_without_a_kubernetes_api_for_reviews_the_adapter_does_not_start(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KUBERNETES_")}
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "adapter", f"--cert-dir={tmp_path}", f"--secure-port={free_port()}",
+        "--bind-address=127.0.0.1", env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    _, err = await asyncio.wait_for(proc.communicate(), 60)
+    assert proc.returncode == 2
+    assert "authentication and authorization need the Kubernetes API" in err.decode()
+    assert "--insecure-disable-auth" in err.decode()
+
+
+async def test_running_without_authentication_is_said_loudly(
+    kube: FakeKubeAPIServer, prometheus: Prometheus, tmp_path: Path
+) -> None:
+    port = free_port()
+    log_path = tmp_path / "adapter.log"
+    with log_path.open("wb") as log:
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "adapter", f"--prometheus-url={prometheus.url}",
+            f"--lister-kubeconfig={kube.kubeconfig(tmp_path / 'kubeconfig')}", "--insecure-serve-http",
+            "--insecure-disable-auth", "--bind-address=127.0.0.1", f"--secure-port={port}", stderr=log,
+        )  # fmt: skip
+        try:
+
+            async def verbose() -> str | None:
+                if proc.returncode is not None:
+                    raise AssertionError(log_path.read_text())
+                try:
+                    async with aiohttp.ClientSession() as s, s.get(f"http://127.0.0.1:{port}/readyz?verbose") as r:
+                        return await r.text() if r.status == 200 else None
+                except aiohttp.ClientError:
+                    return None
+
+            seen: list[str] = []
+
+            async def answered() -> bool:
+                text = await verbose()
+                if text is not None:
+                    seen.append(text)
+                return bool(seen)
+
+            await eventually(answered, within=30, what="the adapter to be ready")
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            await asyncio.wait_for(proc.wait(), 15)
+    assert "[+]authentication ok, authentication and authorization are DISABLED (--insecure-disable-auth)" in seen[0]
+    warnings = [line for line in log_path.read_text().splitlines() if " WARNING " in line and "DISABLED" in line]
+    assert len(warnings) == 1, log_path.read_text()

@@ -50,7 +50,8 @@ EM = "/apis/external.metrics.k8s.io/v1beta1"
         ("/apis/metrics.k8s.io/v1beta1/nodes", 404, "NotFound", "could not find the requested resource"),
         ("/apis/nope.example.com", 404, "NotFound", "could not find the requested resource"),
         ("/no/such/path", 404, "NotFound", "could not find the requested resource"),
-        ("/openapi/v2", 404, "NotFound", "could not find the requested resource"),
+        ("/openapi/v3/apis/apps/v1", 404, "NotFound", "could not find the requested resource"),
+        ("/openapi/v1", 404, "NotFound", "could not find the requested resource"),
         (
             f"{CM}/namespaces/ml/pods/*/gpu_utilization?labelSelector=app%3D%3D%3D",
             400,

@@ -1,3 +1,4 @@
+import ssl
 from pathlib import Path
 
 import pytest
@@ -43,6 +44,7 @@ def test_prometheus_adapter_deployment_arguments_are_accepted_unchanged() -> Non
         "--tls-cert-file=/etc/tls.crt",
         "--tls-private-key-file=/etc/tls.key",
         "--requestheader-client-ca-file=/etc/front-proxy-ca.crt",
+        "--authentication-tolerate-lookup-failure",
         "--audit-log-path=-",
     ]
     s = parse_settings(argv, env={})
@@ -57,10 +59,11 @@ def test_prometheus_adapter_deployment_arguments_are_accepted_unchanged() -> Non
     assert s.verbosity == 4
     assert s.lister_kubeconfig == Path("/etc/kubeconfig")
     assert s.tls_key_file == Path("/etc/tls.key")
+    assert s.auth.requestheader_client_ca_file == Path("/etc/front-proxy-ca.crt")
     assert s.ignored_flags == (
         "--logtostderr",
         "--tls-cipher-suites",
-        "--requestheader-client-ca-file",
+        "--authentication-tolerate-lookup-failure",
         "--audit-log-path",
     )
 
@@ -72,6 +75,7 @@ def test_every_flag_has_an_environment_variable_and_the_flag_wins() -> None:
         "GPUSCALE_ADAPTER_METRICS_CACHE_TTL": "0s",
         "GPUSCALE_ADAPTER_SECURE_PORT": "8443",
         "GPUSCALE_ADAPTER_INSECURE_SERVE_HTTP": "true",
+        "GPUSCALE_ADAPTER_INSECURE_DISABLE_AUTH": "true",
         "GPUSCALE_ADAPTER_PROMETHEUS_HEADER": "A=1\nB=2",
         "GPUSCALE_ADAPTER_V": "2",
     }
@@ -82,6 +86,7 @@ def test_every_flag_has_an_environment_variable_and_the_flag_wins() -> None:
     assert s.cache_ttl == 0
     assert s.secure_port == 9443
     assert s.insecure_serve_http
+    assert s.insecure_disable_auth
     assert s.prometheus.headers == (("A", "1"), ("B", "2"))
     assert s.verbosity == 2
 
@@ -113,6 +118,16 @@ def test_every_flag_has_an_environment_variable_and_the_flag_wins() -> None:
             "cannot be used with --prometheus-auth-incluster",
         ),
         (["--insecure-serve-http=maybe"], "is not a boolean"),
+        (["--insecure-serve-http"], "add --insecure-disable-auth to serve every caller"),
+        (
+            ["--insecure-disable-auth", "--requestheader-allowed-names=front-proxy-client"],
+            "turns authentication off, yet --requestheader-allowed-names is given",
+        ),
+        (["--insecure-disable-auth", "--client-ca-file=/ca.pem"], "yet --client-ca-file is given"),
+        (["--authentication-token-webhook-cache-ttl=2h"], "outside the valid range 0s to 1h"),
+        (["--authorization-always-allow-paths=healthz"], "'healthz' is not a path"),
+        (["--authorization-always-allow-paths=/a*b"], "'/a*b' is not a path"),
+        (["--tls-min-version=VersionTLS11"], "'VersionTLS11' is not one of VersionTLS12, VersionTLS13"),
         (["--v=11"], "outside the valid range 0 to 10"),
         (["--no-such-flag=1"], "unknown flag or argument: --no-such-flag=1"),
         (["stray"], "unknown flag or argument: stray"),
@@ -123,6 +138,57 @@ def test_invalid_values_are_rejected_naming_the_flag_and_range(argv: list[str], 
     with pytest.raises(ConfigError) as e:
         parse_settings(argv, env={})
     assert fragment in str(e.value)
+
+
+def test_authentication_and_authorization_flags_as_kubernetes_api_servers_take_them() -> None:
+    s = parse_settings(
+        [
+            "--authentication-kubeconfig=/etc/authn",
+            "--authorization-kubeconfig=/etc/authz",
+            "--authentication-skip-lookup",
+            "--authentication-token-webhook-cache-ttl=30s",
+            "--authorization-webhook-cache-authorized-ttl=1m",
+            "--authorization-webhook-cache-unauthorized-ttl=0s",
+            "--authorization-always-allow-paths=/healthz,/metrics",
+            "--authorization-always-allow-paths=/debug/*",
+            "--client-ca-file=/etc/ca.crt",
+            "--requestheader-client-ca-file=/etc/front-proxy-ca.crt",
+            "--requestheader-allowed-names=front-proxy-client,aggregator",
+            "--requestheader-username-headers=X-Remote-User",
+            "--requestheader-group-headers=X-Remote-Group,X-Other-Group",
+            "--requestheader-extra-headers-prefix=",
+            "--tls-min-version=VersionTLS13",
+        ],
+        env={},
+    )
+    a = s.auth
+    assert (a.authentication_kubeconfig, a.authorization_kubeconfig) == (Path("/etc/authn"), Path("/etc/authz"))
+    assert a.skip_lookup
+    assert (a.token_cache_ttl, a.authorized_ttl, a.unauthorized_ttl) == (30, 60, 0)
+    assert a.always_allow_paths == ("/healthz", "/metrics", "/debug/*")
+    assert (a.client_ca_file, a.requestheader_client_ca_file) == (Path("/etc/ca.crt"), Path("/etc/front-proxy-ca.crt"))
+    assert a.requestheader_allowed_names == ("front-proxy-client", "aggregator")
+    assert a.requestheader_group_headers == ("X-Remote-Group", "X-Other-Group")
+    assert a.requestheader_extra_headers_prefix == ()
+    assert s.tls_min_version == ssl.TLSVersion.TLSv1_3
+    assert not s.insecure_disable_auth
+    assert s.ignored_flags == ()
+
+
+def test_authentication_defaults_are_kubernetes_ones_and_on() -> None:
+    s = parse_settings([], env={})
+    assert not s.insecure_disable_auth
+    assert s.tls_min_version == ssl.TLSVersion.TLSv1_2
+    assert s.auth.token_cache_ttl == s.auth.authorized_ttl == s.auth.unauthorized_ttl == 10
+    assert s.auth.always_allow_paths == ("/healthz", "/readyz", "/livez")
+    assert s.auth.requestheader_username_headers == ("X-Remote-User",)
+    assert s.auth.requestheader_allowed_names == ()
+    assert s.auth.needs_configmap
+    both_files = parse_settings(["--client-ca-file=/a", "--requestheader-client-ca-file=/b"], env={})
+    assert not both_files.auth.needs_configmap
+    assert not parse_settings(["--authentication-skip-lookup"], env={}).auth.needs_configmap
+    from_env = parse_settings([], env={"GPUSCALE_ADAPTER_REQUESTHEADER_ALLOWED_NAMES": "a, b"})
+    assert from_env.auth.requestheader_allowed_names == ("a", "b")
 
 
 def test_invalid_environment_values_name_the_variable() -> None:
