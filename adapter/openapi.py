@@ -27,6 +27,11 @@ def _ref(name: str) -> dict[str, str]:
     return {"$ref": f"#/definitions/{name}"}
 
 
+def _nullable(name: str) -> dict[str, Any]:
+    # the selectors are answered as null when a request has none, as Kubernetes' own servers answer them
+    return {**_ref(name), "x-nullable": True}
+
+
 def _obj(description: str, properties: dict[str, Any], required: tuple[str, ...] = ()) -> dict[str, Any]:
     schema: dict[str, Any] = {"description": description, "type": "object", "properties": properties}
     if required:
@@ -114,12 +119,12 @@ def _custom(version: str) -> dict[str, Any]:
     defs: dict[str, Any] = {}
     if version == "v1beta1":
         value |= {"metricName": _STR, "window": {"type": "integer", "format": "int64"}}
-        value["selector"] = _ref(f"{META}.LabelSelector")
+        value["selector"] = _nullable(f"{META}.LabelSelector")
         required: tuple[str, ...] = ("describedObject", "metricName", "timestamp", "value")
     else:
         defs[f"{base}.MetricIdentifier"] = _obj(
             "A metric's name and the selector of its series.",
-            {"name": _STR, "selector": _ref(f"{META}.LabelSelector")},
+            {"name": _STR, "selector": _nullable(f"{META}.LabelSelector")},
             ("name",),
         )
         value |= {"metric": _ref(f"{base}.MetricIdentifier"), "windowSeconds": {"type": "integer", "format": "int64"}}
@@ -227,6 +232,10 @@ def swagger(groups: tuple[str, ...]) -> bytes:
 
 def _v3_schema(node: Any) -> Any:
     if isinstance(node, dict):
+        if node.get("x-nullable"):
+            # OpenAPI 3.0 ignores keywords beside a $ref, so a nullable reference is wrapped
+            rest = {k: v for k, v in node.items() if k != "x-nullable"}
+            return {"allOf": [_v3_schema(rest)], "nullable": True}
         return {k: (v.replace("#/definitions/", "#/components/schemas/") if k == "$ref" else _v3_schema(v))
                 for k, v in node.items()}  # fmt: skip
     if isinstance(node, list):

@@ -139,6 +139,9 @@ async def test_rules_file_changes_are_picked_up_and_broken_edits_refused(
     )
     assert "unknown key 'nmae'" in caplog.text
     assert await served() == {"queue_depth", "all_queues"}
+    assert registry.get_sample_value("gpuscale_adapter_config_last_reload_successful") == 0
+    config.write_text(CONFIG)
+    await wait_until(lambda: registry.get_sample_value("gpuscale_adapter_config_last_reload_successful") == 1)
 
 
 async def test_a_group_without_metrics_answers_503_never_an_empty_list(

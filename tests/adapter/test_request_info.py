@@ -1,0 +1,74 @@
+"""Request attributes for SubjectAccessReviews, as Kubernetes' RequestInfoFactory derives them."""
+
+import pytest
+
+from adapter.request_info import RequestAttributes, request_attributes
+
+CM = "/apis/custom.metrics.k8s.io/v1beta2"
+EM = "/apis/external.metrics.k8s.io/v1beta1"
+
+
+def resource(
+    verb: str, group: str, version: str, namespace: str, res: str, sub: str, name: str, path: str
+) -> RequestAttributes:
+    return RequestAttributes(verb, path, True, group, version, namespace, res, sub, name)
+
+
+@pytest.mark.parametrize(
+    ("method", "raw", "expected"),
+    [
+        (
+            "GET",
+            f"{CM}/namespaces/ml/pods/%2A/gpu_utilization",
+            resource("get", "custom.metrics.k8s.io", "v1beta2", "ml", "pods", "gpu_utilization", "*",
+                     f"{CM}/namespaces/ml/pods/*/gpu_utilization"),
+        ),
+        (
+            "GET",
+            f"{CM}/namespaces/ml/deployments.apps/trainer/gpu_utilization",
+            resource("get", "custom.metrics.k8s.io", "v1beta2", "ml", "deployments.apps", "gpu_utilization",
+                     "trainer", f"{CM}/namespaces/ml/deployments.apps/trainer/gpu_utilization"),
+        ),
+        (
+            "GET",
+            f"{CM}/nodes/node-a/gpu_utilization",
+            resource("get", "custom.metrics.k8s.io", "v1beta2", "", "nodes", "gpu_utilization", "node-a",
+                     f"{CM}/nodes/node-a/gpu_utilization"),
+        ),
+        (
+            "GET",
+            f"{CM}/namespaces/ml/metrics/gpu_utilization",
+            resource("get", "custom.metrics.k8s.io", "v1beta2", "ml", "metrics", "", "gpu_utilization",
+                     f"{CM}/namespaces/ml/metrics/gpu_utilization"),
+        ),
+        (
+            "GET",
+            f"{CM}/namespaces/ml",
+            resource("get", "custom.metrics.k8s.io", "v1beta2", "ml", "namespaces", "", "ml", f"{CM}/namespaces/ml"),
+        ),
+        (
+            "GET",
+            f"{EM}/namespaces/ml/queue_depth",
+            resource("list", "external.metrics.k8s.io", "v1beta1", "ml", "queue_depth", "", "",
+                     f"{EM}/namespaces/ml/queue_depth"),
+        ),
+        (
+            "GET",
+            f"{CM}/namespaces/ml/pods/a%2Fb/gpu_utilization",
+            resource("get", "custom.metrics.k8s.io", "v1beta2", "ml", "pods", "gpu_utilization", "a/b",
+                     f"{CM}/namespaces/ml/pods/a/b/gpu_utilization"),
+        ),
+        ("POST", f"{CM}/nodes/n/m", resource("create", "custom.metrics.k8s.io", "v1beta2", "", "nodes", "m", "n",
+                                             f"{CM}/nodes/n/m")),
+        ("GET", "/apis", RequestAttributes("get", "/apis")),
+        ("GET", "/apis/custom.metrics.k8s.io", RequestAttributes("get", "/apis/custom.metrics.k8s.io")),
+        ("GET", CM, RequestAttributes("get", CM)),
+        ("GET", f"{CM}/", RequestAttributes("get", f"{CM}/")),
+        ("HEAD", "/openapi/v2", RequestAttributes("get", "/openapi/v2")),
+        ("GET", "/metrics", RequestAttributes("get", "/metrics")),
+        ("DELETE", "/metrics", RequestAttributes("delete", "/metrics")),
+        ("GET", "/", RequestAttributes("get", "/")),
+    ],
+)  # fmt: skip
+def test_attributes(method: str, raw: str, expected: RequestAttributes) -> None:
+    assert request_attributes(method, raw) == expected
