@@ -52,8 +52,11 @@ class Security:
     authorizer: Authorizer
 
     def background(self) -> list[Coroutine[Any, Any, None]]:
-        work = [self.source.watch_files(self.settings.config_check_interval)]
-        if self.settings.auth.needs_configmap:
+        auth = self.settings.auth
+        work = []
+        if auth.client_ca_file or auth.requestheader_client_ca_file:
+            work.append(self.source.watch_files(self.settings.config_check_interval))
+        if auth.needs_configmap:
             work.append(self.source.watch_configmap())
         return work
 
@@ -88,10 +91,11 @@ async def security(
                     f"the {CONFIGMAP}): give {flag} or run in a cluster; for a local run without any, "
                     "--insecure-disable-auth"
                 )
-        for kubeconfig in (auth.authentication_kubeconfig, auth.authorization_kubeconfig):
-            opened.append(await KubernetesAuthAPI.connect(kubeconfig))
-    authn_api, authz_api = (api, api) if api is not None else (opened[0], opened[1])
     try:
+        if api is None:
+            for kubeconfig in (auth.authentication_kubeconfig, auth.authorization_kubeconfig):
+                opened.append(await KubernetesAuthAPI.connect(kubeconfig))
+        authn_api, authz_api = (api, api) if api is not None else (opened[0], opened[1])
 
         def trust(config: AuthenticationConfig) -> None:
             if serving is not None:

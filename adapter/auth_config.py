@@ -19,12 +19,38 @@ from pathlib import Path
 from cryptography import x509
 
 from adapter.errors import ConfigError
+from adapter.flags import FlagValues
 
 CONFIGMAP_NAMESPACE = "kube-system"
 CONFIGMAP_NAME = "extension-apiserver-authentication"
 CONFIGMAP = f"ConfigMap {CONFIGMAP_NAMESPACE}/{CONFIGMAP_NAME}"
 # the paths Kubernetes API servers answer without authorization (--authorization-always-allow-paths)
 HEALTH_PATHS = ("/healthz", "/readyz", "/livez")
+
+
+# what --insecure-disable-auth turns off: giving any of these with it is a contradiction, not a no-op
+AUTH_FLAGS = (
+    "authentication-kubeconfig",
+    "authorization-kubeconfig",
+    "authentication-skip-lookup",
+    "authentication-token-webhook-cache-ttl",
+    "authorization-webhook-cache-authorized-ttl",
+    "authorization-webhook-cache-unauthorized-ttl",
+    "authorization-always-allow-paths",
+    "client-ca-file",
+    "requestheader-client-ca-file",
+    "requestheader-allowed-names",
+    "requestheader-username-headers",
+    "requestheader-group-headers",
+    "requestheader-extra-headers-prefix",
+)
+LIST_FLAGS = (
+    "authorization-always-allow-paths",
+    "requestheader-allowed-names",
+    "requestheader-username-headers",
+    "requestheader-group-headers",
+    "requestheader-extra-headers-prefix",
+)
 
 
 @dataclass(frozen=True)
@@ -80,6 +106,30 @@ class AuthenticationConfig:
     def trusted_pem(self) -> bytes:
         """Every CA a client certificate may chain to, for the TLS handshake."""
         return b"".join(b.pem.strip() + b"\n" for b in self.bundles)
+
+
+def auth_settings(flags: FlagValues) -> AuthSettings:
+    """The flags of Kubernetes' delegated authentication and authorization, checked."""
+    always = flags.strings("authorization-always-allow-paths", HEALTH_PATHS)
+    for p in always:
+        if not p.startswith("/") or "*" in p[:-1]:
+            raise flags.fail("authorization-always-allow-paths", f"{p!r} is not a path (a trailing * is allowed)")
+    ttl = "0s to 1h"
+    return AuthSettings(
+        authentication_kubeconfig=flags.path("authentication-kubeconfig"),
+        authorization_kubeconfig=flags.path("authorization-kubeconfig"),
+        skip_lookup=flags.boolean("authentication-skip-lookup"),
+        token_cache_ttl=flags.duration("authentication-token-webhook-cache-ttl", "10s", 0, 3600, ttl),
+        authorized_ttl=flags.duration("authorization-webhook-cache-authorized-ttl", "10s", 0, 3600, ttl),
+        unauthorized_ttl=flags.duration("authorization-webhook-cache-unauthorized-ttl", "10s", 0, 3600, ttl),
+        always_allow_paths=always,
+        client_ca_file=flags.path("client-ca-file"),
+        requestheader_client_ca_file=flags.path("requestheader-client-ca-file"),
+        requestheader_allowed_names=flags.strings("requestheader-allowed-names", ()),
+        requestheader_username_headers=flags.strings("requestheader-username-headers", ("X-Remote-User",)),
+        requestheader_group_headers=flags.strings("requestheader-group-headers", ("X-Remote-Group",)),
+        requestheader_extra_headers_prefix=flags.strings("requestheader-extra-headers-prefix", ("X-Remote-Extra-",)),
+    )
 
 
 def parse_ca_bundle(pem: bytes, source: str) -> CABundle:

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from adapter.auth_config import CONFIGMAP, HEALTH_PATHS, AuthSettings
+from adapter.auth_config import AUTH_FLAGS, CONFIGMAP, LIST_FLAGS, AuthSettings, auth_settings
 from adapter.errors import ConfigError
 from adapter.flags import ENV_PREFIX, FlagValues, dest, env_name, parse_bool, parse_duration
 from adapter.prometheus import PrometheusConfig
@@ -81,29 +81,6 @@ class Settings:
 
 
 _TLS_VERSIONS = {"VersionTLS12": ssl.TLSVersion.TLSv1_2, "VersionTLS13": ssl.TLSVersion.TLSv1_3}
-# what --insecure-disable-auth turns off: giving any of these with it is a contradiction, not a no-op
-AUTH_FLAGS = (
-    "authentication-kubeconfig",
-    "authorization-kubeconfig",
-    "authentication-skip-lookup",
-    "authentication-token-webhook-cache-ttl",
-    "authorization-webhook-cache-authorized-ttl",
-    "authorization-webhook-cache-unauthorized-ttl",
-    "authorization-always-allow-paths",
-    "client-ca-file",
-    "requestheader-client-ca-file",
-    "requestheader-allowed-names",
-    "requestheader-username-headers",
-    "requestheader-group-headers",
-    "requestheader-extra-headers-prefix",
-)
-_LIST_FLAGS = (
-    "authorization-always-allow-paths",
-    "requestheader-allowed-names",
-    "requestheader-username-headers",
-    "requestheader-group-headers",
-    "requestheader-extra-headers-prefix",
-)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -165,7 +142,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     add("--client-ca-file", help=f"CA bundle for client certificates (default: from the {CONFIGMAP})")
     add("--requestheader-client-ca-file", help=f"CA bundle for the front proxy (default: from the {CONFIGMAP})")
-    for flag in _LIST_FLAGS:
+    for flag in LIST_FLAGS:
         add(f"--{flag}", action="append", help="comma-separated list, repeatable")
     add("--lister-kubeconfig", help="kubeconfig for listing pods, namespaces, nodes (default: in-cluster, if any)")
     add("-v", "--v", dest="v", help="log verbosity, 0 to 10; 4 and above logs debug lines (default 0)")
@@ -274,33 +251,10 @@ def parse_settings(argv: Sequence[str], env: Mapping[str, str] | None = None) ->
         tls_min_version=_TLS_VERSIONS[tls_min],
         insecure_serve_http=serve_http,
         insecure_disable_auth=disable_auth,
-        auth=_auth_settings(flags),
+        auth=auth_settings(flags),
         lister_kubeconfig=path("lister-kubeconfig"),
         verbosity=verbosity,
         ignored_flags=ignored,
-    )
-
-
-def _auth_settings(flags: FlagValues) -> AuthSettings:
-    always = flags.strings("authorization-always-allow-paths", HEALTH_PATHS)
-    for p in always:
-        if not p.startswith("/") or "*" in p[:-1]:
-            raise flags.fail("authorization-always-allow-paths", f"{p!r} is not a path (a trailing * is allowed)")
-    ttl = "0s to 1h"
-    return AuthSettings(
-        authentication_kubeconfig=flags.path("authentication-kubeconfig"),
-        authorization_kubeconfig=flags.path("authorization-kubeconfig"),
-        skip_lookup=flags.boolean("authentication-skip-lookup"),
-        token_cache_ttl=flags.duration("authentication-token-webhook-cache-ttl", "10s", 0, 3600, ttl),
-        authorized_ttl=flags.duration("authorization-webhook-cache-authorized-ttl", "10s", 0, 3600, ttl),
-        unauthorized_ttl=flags.duration("authorization-webhook-cache-unauthorized-ttl", "10s", 0, 3600, ttl),
-        always_allow_paths=always,
-        client_ca_file=flags.path("client-ca-file"),
-        requestheader_client_ca_file=flags.path("requestheader-client-ca-file"),
-        requestheader_allowed_names=flags.strings("requestheader-allowed-names", ()),
-        requestheader_username_headers=flags.strings("requestheader-username-headers", ("X-Remote-User",)),
-        requestheader_group_headers=flags.strings("requestheader-group-headers", ("X-Remote-Group",)),
-        requestheader_extra_headers_prefix=flags.strings("requestheader-extra-headers-prefix", ("X-Remote-Extra-",)),
     )
 
 

@@ -150,9 +150,14 @@ class ServingTLS:
 
     def set_client_cas(self, pem: bytes) -> None:
         """Trust these CAs for client certificates from the next handshake on."""
-        if pem != self.client_cas:
-            self.client_cas = pem
+        if pem == self.client_cas:
+            return
+        self.client_cas = pem
+        try:
             self.current = self._build()
+        except ConfigError as e:
+            # the certificate files are being replaced right now: the reload that follows brings the CAs too
+            log.error("client CAs not applied yet, the serving certificate does not load: %s", e)
 
     def reload_if_changed(self) -> str | None:
         """Load the certificate and key again when either file changed: ``success``, ``error`` (the pair in use
