@@ -80,16 +80,16 @@ async def test_external_metrics_are_reviewed_as_a_list_of_the_metric(
     make_secure: MakeSecure, cluster: Cluster, kube: FakeKubeAPIServer
 ) -> None:
     adapter = await make_secure()
-    r = await adapter.get(
-        "/apis/external.metrics.k8s.io/v1beta1/namespaces/ml/queue_depth", cluster.front_proxy, AS_HPA
-    )
-    assert r.status in (200, 404), r.text
+    path = "/apis/external.metrics.k8s.io/v1beta1/namespaces/ml/gpu_utilization"
+    r = await adapter.get(path, cluster.front_proxy, AS_HPA)
+    assert r.status == 200, r.text
+    assert r.body["kind"] == "ExternalMetricValueList"
     assert kube.reviews.access_reviews[-1]["resourceAttributes"] == {
         "namespace": "ml",
         "verb": "list",
         "group": "external.metrics.k8s.io",
         "version": "v1beta1",
-        "resource": "queue_depth",
+        "resource": "gpu_utilization",
     }
 
 
