@@ -92,7 +92,7 @@ def _parser() -> argparse.ArgumentParser:
         argument_default=None,
     )
     add = p.add_argument
-    add("--prometheus-url", help="Prometheus base URL (default http://localhost:9090)")
+    add("--prometheus-url", help="Prometheus base URL, required (for example http://prometheus.monitoring.svc:9090)")
     add("--prometheus-verb", help="GET or POST for queries; long queries use POST anyway (default GET)")
     add("--prometheus-timeout", help="deadline of one Prometheus query, 100ms to 5m (default 10s)")
     add("--prometheus-token-file", help="file with a bearer token for Prometheus, re-read when it changes")
@@ -164,7 +164,10 @@ def parse_settings(argv: Sequence[str], env: Mapping[str, str] | None = None) ->
     flags = FlagValues(values, env)
     get, fail, duration, boolean, path = flags.get, flags.fail, flags.duration, flags.boolean, flags.path
 
-    url = get("prometheus-url", "http://localhost:9090") or ""
+    url = get("prometheus-url", None) or ""
+    if not url:
+        # a default would be wrong in every cluster, and an adapter with no Prometheus only fails at the first request
+        raise fail("prometheus-url", "is required: the base URL of the Prometheus that scrapes the collectors")
     parsed = urllib.parse.urlsplit(url)
     if parsed.scheme not in ("http", "https") or not parsed.netloc:
         raise fail("prometheus-url", f"{url!r} is not an http:// or https:// URL")

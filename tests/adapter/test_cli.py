@@ -204,10 +204,12 @@ async def test_explain_command(kube: FakeKubeAPIServer, prometheus: Prometheus, 
         ),
         (["--unknown-flag"], "unknown flag or argument: --unknown-flag"),
         (["explain"], "give one request path"),
+        ([], "--prometheus-url (or GPUSCALE_ADAPTER_PROMETHEUS_URL): is required"),
     ],
 )
 async def test_bad_flags_exit_2_naming_the_problem(args: list[str], message: str) -> None:
-    rc, _, err = await run(sys.executable, "-m", "adapter", *args)
+    url = ["--prometheus-url=http://127.0.0.1:9"] if args else []
+    rc, _, err = await run(sys.executable, "-m", "adapter", *args[:1], *url, *args[1:])
     assert rc == 2
     assert message in err
 
@@ -219,6 +221,7 @@ async def test_a_broken_rules_file_stops_the_start_naming_the_key(tmp_path: Path
         sys.executable,
         "-m",
         "adapter",
+        "--prometheus-url=http://127.0.0.1:9",
         f"--config={config}",
         "--insecure-serve-http",
         "--insecure-disable-auth",
@@ -231,7 +234,8 @@ async def test_a_broken_rules_file_stops_the_start_naming_the_key(tmp_path: Path
 async def test_without_a_kubernetes_api_for_reviews_the_adapter_does_not_start(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("KUBERNETES_")}
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "adapter", f"--cert-dir={tmp_path}", f"--secure-port={free_port()}",
+        sys.executable, "-m", "adapter", "--prometheus-url=http://127.0.0.1:9", f"--cert-dir={tmp_path}",
+        f"--secure-port={free_port()}",
         "--bind-address=127.0.0.1", env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
     )  # fmt: skip
     _, err = await asyncio.wait_for(proc.communicate(), 60)

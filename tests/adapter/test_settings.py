@@ -6,10 +6,13 @@ import pytest
 from adapter.errors import ConfigError
 from adapter.settings import Settings, parse_duration, parse_settings
 
+# --prometheus-url is required; tests about other settings give it through the environment
+BASE = {"GPUSCALE_ADAPTER_PROMETHEUS_URL": "http://localhost:9090"}
+
 
 def test_defaults_are_the_documented_ones() -> None:
-    s = parse_settings([], env={})
-    assert s == Settings()
+    s = parse_settings(["--prometheus-url=http://localhost:9090"], env=BASE)
+    assert s == Settings()  # the dataclass defaults are the flags' defaults
     assert s.prometheus.url == "http://localhost:9090"
     assert s.prometheus.verb == "GET"
     assert s.prometheus.timeout == 10.0
@@ -47,7 +50,7 @@ def test_prometheus_adapter_deployment_arguments_are_accepted_unchanged() -> Non
         "--authentication-tolerate-lookup-failure",
         "--audit-log-path=-",
     ]
-    s = parse_settings(argv, env={})
+    s = parse_settings(argv, env=BASE)
     assert s.cert_dir == Path("/var/run/serving-cert")
     assert s.config == Path("/etc/adapter/config.yaml")
     assert s.relist_interval == 60
@@ -136,7 +139,7 @@ def test_every_flag_has_an_environment_variable_and_the_flag_wins() -> None:
 )
 def test_invalid_values_are_rejected_naming_the_flag_and_range(argv: list[str], fragment: str) -> None:
     with pytest.raises(ConfigError) as e:
-        parse_settings(argv, env={})
+        parse_settings(argv, env=BASE)
     assert fragment in str(e.value)
 
 
@@ -159,7 +162,7 @@ def test_authentication_and_authorization_flags_as_kubernetes_api_servers_take_t
             "--requestheader-extra-headers-prefix=",
             "--tls-min-version=VersionTLS13",
         ],
-        env={},
+        env=BASE,
     )
     a = s.auth
     assert (a.authentication_kubeconfig, a.authorization_kubeconfig) == (Path("/etc/authn"), Path("/etc/authz"))
@@ -176,7 +179,7 @@ def test_authentication_and_authorization_flags_as_kubernetes_api_servers_take_t
 
 
 def test_authentication_defaults_are_kubernetes_ones_and_on() -> None:
-    s = parse_settings([], env={})
+    s = parse_settings([], env=BASE)
     assert not s.insecure_disable_auth
     assert s.tls_min_version == ssl.TLSVersion.TLSv1_2
     assert s.auth.token_cache_ttl == s.auth.authorized_ttl == s.auth.unauthorized_ttl == 10
@@ -184,16 +187,16 @@ def test_authentication_defaults_are_kubernetes_ones_and_on() -> None:
     assert s.auth.requestheader_username_headers == ("X-Remote-User",)
     assert s.auth.requestheader_allowed_names == ()
     assert s.auth.needs_configmap
-    both_files = parse_settings(["--client-ca-file=/a", "--requestheader-client-ca-file=/b"], env={})
+    both_files = parse_settings(["--client-ca-file=/a", "--requestheader-client-ca-file=/b"], env=BASE)
     assert not both_files.auth.needs_configmap
-    assert not parse_settings(["--authentication-skip-lookup"], env={}).auth.needs_configmap
-    from_env = parse_settings([], env={"GPUSCALE_ADAPTER_REQUESTHEADER_ALLOWED_NAMES": "a, b"})
+    assert not parse_settings(["--authentication-skip-lookup"], env=BASE).auth.needs_configmap
+    from_env = parse_settings([], env={**BASE, "GPUSCALE_ADAPTER_REQUESTHEADER_ALLOWED_NAMES": "a, b"})
     assert from_env.auth.requestheader_allowed_names == ("a", "b")
 
 
 def test_invalid_environment_values_name_the_variable() -> None:
     with pytest.raises(ConfigError, match="GPUSCALE_ADAPTER_METRICS_CACHE_TTL"):
-        parse_settings([], env={"GPUSCALE_ADAPTER_METRICS_CACHE_TTL": "forever"})
+        parse_settings([], env={**BASE, "GPUSCALE_ADAPTER_METRICS_CACHE_TTL": "forever"})
 
 
 @pytest.mark.parametrize(
@@ -205,4 +208,9 @@ def test_go_durations(text: str, seconds: float) -> None:
 
 
 def test_short_verbosity_flag_works_as_in_klog() -> None:
-    assert parse_settings(["-v=6"], env={}).verbosity == 6
+    assert parse_settings(["-v=6"], env=BASE).verbosity == 6
+
+
+def test_a_missing_prometheus_url_is_caught_at_start() -> None:
+    with pytest.raises(ConfigError, match=r"--prometheus-url \(or GPUSCALE_ADAPTER_PROMETHEUS_URL\): is required"):
+        parse_settings(["--insecure-serve-http", "--insecure-disable-auth"], env={})
