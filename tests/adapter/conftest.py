@@ -16,6 +16,7 @@ from adapter.auth_config import AuthSettings
 from adapter.components import COMPONENTS, Components
 from adapter.prometheus import PrometheusConfig
 from adapter.settings import Settings
+from tests.adapter.proxy import PrometheusProxy
 from tests.adapter.secure import Cluster, SecureAdapter, grant_cluster_roles
 from tests.adapter.series import FB, GPU, TENSOR, Exporter, exposition
 from tests.fakes.kube_apiserver import FakeKubeAPIServer
@@ -197,3 +198,11 @@ def make_secure(
         return adapter
 
     return make
+
+
+@pytest.fixture
+async def proxy(prometheus: Prometheus) -> AsyncIterator[PrometheusProxy]:
+    p = PrometheusProxy(prometheus.url)
+    await p.start()
+    yield p
+    await p.close()

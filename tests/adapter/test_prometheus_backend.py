@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import ssl
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import pytest
@@ -21,14 +21,6 @@ from tests.support.prometheus import Prometheus
 
 CM = "/apis/custom.metrics.k8s.io/v1beta2"
 TRAINERS = f"{CM}/namespaces/ml/pods/*/gpu_utilization?labelSelector=app%3Dtrainer"
-
-
-@pytest.fixture
-async def proxy(prometheus: Prometheus) -> AsyncIterator[PrometheusProxy]:
-    p = PrometheusProxy(prometheus.url)
-    await p.start()
-    yield p
-    await p.close()
 
 
 @pytest.fixture

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import pytest
@@ -16,7 +16,6 @@ import pytest
 from tests.adapter.conftest import Adapter, eventually, settings_for
 from tests.adapter.proxy import PrometheusProxy
 from tests.fakes.kube_apiserver import FakeKubeAPIServer
-from tests.support.prometheus import Prometheus
 
 CM = "/apis/custom.metrics.k8s.io/v1beta2"
 TRAINERS = f"{CM}/namespaces/ml/pods/*/gpu_utilization?labelSelector=app%3Dtrainer"
@@ -35,14 +34,6 @@ FAULTS = {
     "wrong shape": (200, b'{"status":"success","data":{"resultType":"vector","result":"nope"}}'),
     "not an object": (200, b"[1,2,3]"),
 }
-
-
-@pytest.fixture
-async def proxy(prometheus: Prometheus) -> AsyncIterator[PrometheusProxy]:
-    p = PrometheusProxy(prometheus.url)
-    await p.start()
-    yield p
-    await p.close()
 
 
 @pytest.fixture
