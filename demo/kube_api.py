@@ -24,6 +24,7 @@ import yaml
 from aiohttp import web
 from aiohttp.typedefs import Handler
 
+from adapter.objects import status
 from adapter.selectors import parse_selector
 from demo.kube_reviews import Reviews
 
@@ -188,7 +189,7 @@ class FakeKubeAPIServer:
         async def checked(request: web.Request) -> web.StreamResponse:
             self.requests.append((request.path, dict(request.query)))
             if request.headers.get("Authorization") != f"Bearer {TOKEN}":
-                return _status(401, "Unauthorized", "Unauthorized")
+                return status_response(401, "Unauthorized", "Unauthorized")
             return await handler(request)
 
         return checked
@@ -205,11 +206,11 @@ class FakeKubeAPIServer:
     def _list(self, resource: str, namespace: str | None, query: dict[str, str]) -> web.Response:
         if self.fail_lists:
             self.fail_lists -= 1
-            return _status(500, "InternalError", "etcdserver: request timed out")
+            return status_response(500, "InternalError", "etcdserver: request timed out")
         token = query.get("continue")
         if token:
             if self.expire_continue_tokens or token not in self._pages:
-                return _status(410, "Expired", "The provided continue parameter is too old")
+                return status_response(410, "Expired", "The provided continue parameter is too old")
             items, rv = self._pages.pop(token)
         else:
             selector = parse_selector(query.get("labelSelector", ""))
@@ -240,8 +241,8 @@ class FakeKubeAPIServer:
         await resp.prepare(request)
         since = int(query.get("resourceVersion") or 0)
         if since and since < self.compacted:
-            status = _status_body(410, "Expired", f"too old resource version: {since} ({self.compacted})")
-            await resp.write(json.dumps({"type": "ERROR", "object": status}).encode() + b"\n")
+            expired = status(410, "Expired", f"too old resource version: {since} ({self.compacted})")
+            await resp.write(json.dumps({"type": "ERROR", "object": expired}).encode() + b"\n")
             return resp
         watch = _Watch(resource, namespace, query.get("allowWatchBookmarks") == "true", query.get("fieldSelector", ""))
         if not since:
@@ -281,17 +282,6 @@ def _fields_match(obj: dict[str, Any], selector: str) -> bool:
     return True
 
 
-def _status_body(code: int, reason: str, message: str) -> dict[str, Any]:
-    return {
-        "kind": "Status",
-        "apiVersion": "v1",
-        "metadata": {},
-        "status": "Failure",
-        "message": message,
-        "reason": reason,
-        "code": code,
-    }
-
-
-def _status(code: int, reason: str, message: str) -> web.Response:
-    return web.json_response(_status_body(code, reason, message), status=code)
+def status_response(code: int, reason: str, message: str) -> web.Response:
+    """An error as kube-apiserver sends it: a ``Status`` object with the same code."""
+    return web.json_response(status(code, reason, message), status=code)

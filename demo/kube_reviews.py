@@ -20,6 +20,8 @@ from typing import Any
 
 from aiohttp import web
 
+from adapter.objects import status
+
 AUTHENTICATION = "authentication.k8s.io/v1"
 AUTHORIZATION = "authorization.k8s.io/v1"
 
@@ -77,8 +79,7 @@ def _any(allowed: tuple[str, ...], value: str) -> bool:
 
 
 def _status(code: int, reason: str, message: str) -> web.Response:
-    body = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure"}
-    return web.json_response({**body, "message": message, "reason": reason, "code": code}, status=code)
+    return web.json_response(status(code, reason, message), status=code)
 
 
 class Reviews:
