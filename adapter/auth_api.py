@@ -79,6 +79,15 @@ class KubernetesAuthAPI:
     async def close(self) -> None:
         await self.api_client.close()
 
+    async def _fetch(self, method: str, path: str, params: list[tuple[str, str]], body: Any) -> tuple[int, bytes]:
+        """One request answered in full within the timeout: (HTTP status, body)."""
+        async with asyncio.timeout(self.timeout):
+            resp = await self._call(method, path, params, body, self.timeout)
+            try:
+                return int(resp.status), await resp.read()
+            finally:
+                resp.release()
+
     async def _call(self, method: str, path: str, params: list[tuple[str, str]], body: Any, limit: Any) -> Any:
         return await self.api_client.call_api(
             path,
@@ -94,18 +103,13 @@ class KubernetesAuthAPI:
     async def review(self, path: str, body: Mapping[str, Any]) -> Mapping[str, Any]:
         kind = body.get("kind", "review")
         try:
-            async with asyncio.timeout(self.timeout):
-                resp = await self._call("POST", path, [], dict(body), self.timeout)
-                try:
-                    payload = await resp.read()
-                finally:
-                    resp.release()
+            code, payload = await self._fetch("POST", path, [], dict(body))
         except TimeoutError as e:
             raise ReviewError(f"{kind}: no answer from the Kubernetes API within {self.timeout:g}s") from e
         except (aiohttp.ClientError, OSError) as e:
             raise ReviewError(f"{kind}: the Kubernetes API is unreachable: {e}") from e
-        if resp.status not in (200, 201):
-            raise ReviewError(f"{kind}: the Kubernetes API answered {_reason(resp.status, payload)}")
+        if code not in (200, 201):
+            raise ReviewError(f"{kind}: the Kubernetes API answered {_reason(code, payload)}")
         try:
             status = json.loads(payload).get("status")
         except (ValueError, AttributeError):
@@ -116,25 +120,18 @@ class KubernetesAuthAPI:
 
     async def read_configmap(self) -> ConfigMapState:
         try:
-            async with asyncio.timeout(self.timeout):
-                resp = await self._call("GET", _CONFIGMAPS, [_BY_NAME], None, self.timeout)
-                try:
-                    payload = await resp.read()
-                finally:
-                    resp.release()
+            code, payload = await self._fetch("GET", _CONFIGMAPS, [_BY_NAME], None)
         except TimeoutError as e:
             raise KubernetesError(f"reading the {CONFIGMAP}: no answer within {self.timeout:g}s") from e
         except (aiohttp.ClientError, OSError) as e:
             raise KubernetesError(f"reading the {CONFIGMAP}: {e}") from e
-        if resp.status == 403:
+        if code == 403:
             raise KubernetesError(
                 f"reading the {CONFIGMAP}: forbidden; bind the Role extension-apiserver-authentication-reader in "
                 f"{CONFIGMAP_NAMESPACE} to the adapter's service account"
             )
-        if resp.status != 200:
-            raise KubernetesError(
-                f"reading the {CONFIGMAP}: the Kubernetes API answered {_reason(resp.status, payload)}"
-            )
+        if code != 200:
+            raise KubernetesError(f"reading the {CONFIGMAP}: the Kubernetes API answered {_reason(code, payload)}")
         listed = json.loads(payload)
         items = listed.get("items") or []
         rv = str((listed.get("metadata") or {}).get("resourceVersion", ""))
