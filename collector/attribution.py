@@ -3,16 +3,16 @@
 - A GPU (or MIG instance) held by one pod: its series carry ``pod``, ``namespace`` and ``container``.
 - A GPU shared by several pods (time-slicing, MPS): the device-wide series stays without pod labels, and each
   sharing pod gets its own ``DCGM_FI_DEV_GPU_UTIL`` and ``DCGM_FI_DEV_FB_USED``. Utilization is split by NVML's
-  per-process samples over the sampler's window: a pod's value is the device's mean utilization over the window
-  times the pod's fraction of all process samples. Memory is the sum of its processes' memory. A sharing pod with
-  no process on the GPU reports 0.
+  per-process samples: a pod's value is the device's utilization over the collection interval times the pod's part
+  of the process samples' utilization over the sampler's window (10 s: each ~200 ms sample names one process, so
+  shorter windows split noisily). The pods of a GPU thus sum to its device value. Memory is the sum of its
+  processes' memory. A sharing pod with no process on the GPU reports 0.
 - MIG: one series set per GPU instance, labelled ``GPU_I_PROFILE`` and ``GPU_I_ID``, owned through ``MIG-<uuid>``.
 """
 
 from __future__ import annotations
 
-import time
-from collections import Counter, deque
+from collections import Counter
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -84,7 +84,6 @@ class Attribution:
         cgroups: CgroupReader,
         sampler: ProcessSampler | None,
         replace_blanks: bool = False,
-        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._nvml = nvml
         self._pod_map = pod_map
@@ -92,8 +91,6 @@ class Attribution:
         self._cgroups = cgroups
         self._sampler = sampler
         self._replace_blanks = replace_blanks
-        self._clock = clock
-        self._history: dict[int, deque[tuple[float, float]]] = {}
         self.shared_gpus = 0
         self.unattributable = 0
         self.watcher: PodResourcesWatcher | None = None
@@ -112,7 +109,6 @@ class Attribution:
         for reading in result.readings:
             index = reading.gpu.index
             base = gpu_labels(reading.gpu, self._replace_blanks)
-            self._remember(index, reading.values.get(GPU_UTIL))
             owner = _one_pod(owners.get((index, None), ()))
             series.append(Series(base, reading.values, owner_labels(owner) if owner else ()))
             if index in shared:
@@ -123,19 +119,6 @@ class Attribution:
                 inst_owner = _one_pod(owners.get((index, gi), ()))
                 series.append(Series(labels, inst.values, owner_labels(inst_owner) if inst_owner else ()))
         return series
-
-    def _remember(self, index: int, util: float | None) -> None:
-        history = self._history.setdefault(index, deque())
-        now = self._clock()
-        if util is not None:
-            history.append((now, util))
-        window = self._sampler.window if self._sampler is not None else 10.0
-        while history and history[0][0] < now - window:
-            history.popleft()
-
-    def _device_mean(self, index: int) -> float:
-        history = self._history.get(index)
-        return sum(u for _, u in history) / len(history) if history else 0.0
 
     def _shares(self, reading: DeviceReading, base: Labels, holders: set[Owner]) -> list[Series]:
         if self._sampler is None or self._directory is None or not self._directory.synced:
@@ -154,16 +137,18 @@ class Attribution:
             if ref is not None:
                 pod_of[pid] = ref
         total = sum(sums.values())
-        device = self._device_mean(index)
+        device = reading.values.get(GPU_UTIL)
         out = []
         pods: dict[tuple[str, str], Owner] = {}
         for owner in sorted(holders):
             pods.setdefault((owner.namespace, owner.pod), owner)
         for key, owner in pods.items():
             pids = [pid for pid, ref in pod_of.items() if ref == key]
-            util = device * sum(sums.get(p, 0.0) for p in pids) / total if total > 0 else 0.0
-            used = sum(memory.get(p, 0) for p in pids)
-            out.append(Series(base, {GPU_UTIL: round(util, 2), FB_USED: float(used)}, owner_labels(owner)))
+            values = {FB_USED: float(sum(memory.get(p, 0) for p in pids))}
+            if device is not None:  # no device value this cycle: no share of it either
+                share = sum(sums.get(p, 0.0) for p in pids) / total if total > 0 else 0.0
+                values[GPU_UTIL] = round(device * share, 2)
+            out.append(Series(base, values, owner_labels(owner)))
         return out
 
     def _process_memory(self, handle: Any) -> dict[int, int]:

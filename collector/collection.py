@@ -72,7 +72,7 @@ class Collection:
         extra_families: Callable[[], list[Family]] | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        self._reader = NvmlReader(nvml, slow_every=max(1, round(slow_interval / interval)))
+        self._reader = NvmlReader(nvml, slow_every=max(1, round(slow_interval / interval)), interval=interval)
         self._counters_path = counters_path
         self.counters: Counters = counters_file.load(counters_path)
         self._counters_mtime = self._mtime()
@@ -181,7 +181,12 @@ class Collection:
                 self.health = Health(True, f"collecting {gpus} GPU(s)")
 
     def _publish(self, families: list[Family]) -> None:
-        own = self_families(self.stats, self._reader.unsupported, len(self._reader.gpus) if self._open else 0)
+        own = self_families(
+            self.stats,
+            self._reader.unsupported,
+            len(self._reader.gpus) if self._open else 0,
+            self._reader.point_sampled,
+        )
         self.latest = Exposition([*families, *self.extra_families(), *own], self._clock())
 
     # -- configuration ---------------------------------------------------------------------------------------

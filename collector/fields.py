@@ -113,10 +113,10 @@ def _pstate(nvml: Any, handle: Any) -> Values:
     return {"DCGM_FI_DEV_PSTATE": nvml.nvmlDeviceGetPerformanceState(handle)}
 
 
-def _field_value(raw: Any) -> float:
-    value = raw.value
+def typed_value(value: Any, value_type: int) -> float:
+    """The member of NVML's value union that ``value_type`` (an ``nvmlValueType_t``) says is set."""
     kinds = {0: "dVal", 1: "uiVal", 2: "ulVal", 3: "ullVal", 4: "sllVal", 5: "siVal", 6: "usVal"}
-    return float(getattr(value, kinds.get(raw.valueType, "ullVal")))
+    return float(getattr(value, kinds.get(value_type, "ullVal")))
 
 
 def _field_values(nvml: Any, handle: Any) -> Values:
@@ -129,7 +129,7 @@ def _field_values(nvml: Any, handle: Any) -> Values:
     got: Values = {}
     for raw in nvml.nvmlDeviceGetFieldValues(handle, list(wanted)):
         if raw.nvmlReturn == nvml.NVML_SUCCESS:
-            got[wanted[raw.fieldId]] = _field_value(raw)
+            got[wanted[raw.fieldId]] = typed_value(raw.value, raw.valueType)
     out = {k: v for k, v in got.items() if k.startswith("DCGM_")}
     if "tx" in got and "rx" in got:
         # NVML counts KiB since the driver loaded; DCGM's total is the sum of both directions in KiB.
@@ -171,6 +171,24 @@ SLOW_READINGS = frozenset({"energy", "power_limit", "pcie_replay", "ecc", "remap
 XID = "xid"
 GPM = "gpm"
 
+
+@dataclass(frozen=True)
+class SampledReading:
+    """A utilization NVML also keeps as a buffer of samples, each the busy percentage of its own short window."""
+
+    field: str
+    sampling_type: str  # the pynvml constant naming the buffer (nvmlSamplingType_t)
+    point: str  # the READINGS entry giving the instantaneous value, for GPUs that keep no samples
+
+
+# One reading per field, so that a failing buffer costs only its own series. See utilization.py for why.
+SAMPLED_READINGS: dict[str, SampledReading] = {
+    "gpu_util": SampledReading("DCGM_FI_DEV_GPU_UTIL", "NVML_GPU_UTILIZATION_SAMPLES", "utilization"),
+    "mem_copy_util": SampledReading("DCGM_FI_DEV_MEM_COPY_UTIL", "NVML_MEMORY_UTILIZATION_SAMPLES", "utilization"),
+    "enc_util": SampledReading("DCGM_FI_DEV_ENC_UTIL", "NVML_ENC_UTILIZATION_SAMPLES", "encoder"),
+    "dec_util": SampledReading("DCGM_FI_DEV_DEC_UTIL", "NVML_DEC_UTILIZATION_SAMPLES", "decoder"),
+}
+
 # GPM reports percentages (0-100) and MiB/s; DCGM's profiling fields are ratios (0-1) and bytes/s.
 GPM_METRICS: dict[str, tuple[str, float]] = {
     "DCGM_FI_PROF_GR_ENGINE_ACTIVE": ("NVML_GPM_METRIC_GRAPHICS_UTIL", 0.01),
@@ -198,10 +216,10 @@ def _f(name: str, type_: MetricType, help_: str, reading: str) -> Field:
 FIELDS: dict[str, Field] = {
     f.name: f
     for f in [
-        _f("DCGM_FI_DEV_GPU_UTIL", "gauge", "GPU utilization (in %).", "utilization"),
-        _f("DCGM_FI_DEV_MEM_COPY_UTIL", "gauge", "Memory utilization (in %).", "utilization"),
-        _f("DCGM_FI_DEV_ENC_UTIL", "gauge", "Encoder utilization (in %).", "encoder"),
-        _f("DCGM_FI_DEV_DEC_UTIL", "gauge", "Decoder utilization (in %).", "decoder"),
+        _f("DCGM_FI_DEV_GPU_UTIL", "gauge", "GPU utilization (in %).", "gpu_util"),
+        _f("DCGM_FI_DEV_MEM_COPY_UTIL", "gauge", "Memory utilization (in %).", "mem_copy_util"),
+        _f("DCGM_FI_DEV_ENC_UTIL", "gauge", "Encoder utilization (in %).", "enc_util"),
+        _f("DCGM_FI_DEV_DEC_UTIL", "gauge", "Decoder utilization (in %).", "dec_util"),
         _f("DCGM_FI_DEV_FB_TOTAL", "gauge", "Framebuffer memory total (in MiB).", "memory"),
         _f("DCGM_FI_DEV_FB_FREE", "gauge", "Framebuffer memory free (in MiB).", "memory"),
         _f("DCGM_FI_DEV_FB_USED", "gauge", "Framebuffer memory used (in MiB).", "memory"),

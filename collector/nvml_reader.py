@@ -15,8 +15,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .errors import NvmlUnavailable
-from .fields import FIELDS, GPM, NVLINK_FIELDS, READINGS, SLOW_READINGS, XID, Values
+from .fields import FIELDS, GPM, NVLINK_FIELDS, READINGS, SAMPLED_READINGS, SLOW_READINGS, XID, Values
 from .gpm import GpmSampler, gpm_supported
+from .utilization import UtilizationSampler
 from .xid import XidWatcher
 
 log = logging.getLogger(__name__)
@@ -73,9 +74,10 @@ def error_kind(nvml: Any, error: BaseException) -> str:
 
 
 class _Device:
-    def __init__(self, nvml: Any, info: GpuInfo, handle: Any) -> None:
+    def __init__(self, nvml: Any, info: GpuInfo, handle: Any, interval: float) -> None:
         self.info = info
         self.handle = handle
+        self.utilization = UtilizationSampler(nvml, handle, interval)
         self.unsupported: dict[str, str] = {}
         self.slow_values: dict[str, Values] = {}
         self.instances: list[tuple[MigInstance, Any, GpmSampler | None]] = []
@@ -151,8 +153,10 @@ def _text(value: Any) -> str:
 class NvmlReader:
     """Owns the NVML session: start, enumerate GPUs, read the requested fields of every GPU each cycle."""
 
-    def __init__(self, nvml: Any, slow_every: int = 10) -> None:
+    def __init__(self, nvml: Any, slow_every: int = 10, interval: float = 1.0) -> None:
+        """``interval``: the span of GPU time each sampled utilization averages over (the collection interval)."""
         self._nvml = nvml
+        self._interval = interval
         self._slow_every = max(1, slow_every)
         self._cycle = 0
         self._devices: list[_Device] = []
@@ -166,6 +170,11 @@ class NvmlReader:
     @property
     def unsupported(self) -> dict[tuple[int, str], str]:
         return {(d.info.index, name): why for d in self._devices for name, why in d.unsupported.items()}
+
+    @property
+    def point_sampled(self) -> set[tuple[int, str]]:
+        """(GPU, field) pairs served from NVML's point value because the GPU keeps no samples of them."""
+        return {(d.info.index, name) for d in self._devices for name in d.utilization.point}
 
     def open(self) -> None:
         nvml = self._nvml
@@ -203,7 +212,7 @@ class NvmlReader:
             minor=minor,
             model=_text(nvml.nvmlDeviceGetName(handle)),
         )
-        device = _Device(nvml, info, handle)
+        device = _Device(nvml, info, handle, self._interval)
         device.find_instances(nvml)
         return device
 
@@ -279,7 +288,7 @@ class NvmlReader:
                     log.warning("GPU %s failed (%s); its series are left out this cycle", gpu, kind)
                     return None
                 continue
-            if got is None:  # GPM's first sample: no interval to report yet
+            if got is None:  # no interval to report yet (GPM's first sample), or no recent utilization sample
                 continue
             for name in todo:
                 if name in got:
@@ -293,6 +302,8 @@ class NvmlReader:
             return device.gpm.read(fields) if device.gpm is not None else {}
         if reading == XID:
             return {name: float(device.xid.poll()) for name in fields} if device.xid is not None else {}
+        if reading in SAMPLED_READINGS:
+            return device.utilization.read(reading)
         return READINGS[reading](self._nvml, device.handle)
 
     def _mark_unsupported(self, device: _Device, names: frozenset[str] | set[str], why: str) -> None:

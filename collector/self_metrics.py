@@ -35,7 +35,12 @@ def _one(name: str, type_: str, help_: str, value: float) -> Family:
     return Family(PREFIX + name, type_, help_, (((), value),))
 
 
-def self_families(stats: SelfStats, unsupported: dict[tuple[int, str], str], gpus: int) -> list[Family]:
+def self_families(
+    stats: SelfStats,
+    unsupported: dict[tuple[int, str], str],
+    gpus: int,
+    point_sampled: set[tuple[int, str]] | None = None,
+) -> list[Family]:
     families = [
         _one("nvml_up", "gauge", "1 when NVML is initialised and GPUs can be read.", float(stats.nvml_up)),
         _one("gpus", "gauge", "GPUs found by NVML.", float(gpus)),
@@ -89,6 +94,15 @@ def self_families(stats: SelfStats, unsupported: dict[tuple[int, str], str], gpu
                 "gauge",
                 "Fields the GPU or driver does not provide; their series are absent.",
                 samples,
+            )
+        )
+    if point_sampled:
+        families.append(
+            Family(
+                PREFIX + "utilization_point_sampled",
+                "gauge",
+                "Utilizations served as NVML's instantaneous value, not an interval mean: the GPU keeps no samples.",
+                tuple(((("gpu", str(gpu)), ("field", name)), 1.0) for gpu, name in sorted(point_sampled)),
             )
         )
     return families

@@ -3,6 +3,12 @@
 It answers the NVML calls the reader makes with H200-like values that follow a load curve over time, and says
 NotSupported where the real H200 does (fan speed, NVLink on a single GPU). Constants, error classes and structure
 types come from the real ``pynvml`` module, which imports without a driver; only the calls are simulated.
+
+Utilization is timed as the H200 showed it: a GPU with a ``period`` is busy for the first ``load x period`` seconds
+of every period (a duty-cycled job), else evenly busy at ``load``. NVML's utilization samples each cover one 200 ms
+window (``nvmlDeviceGetSamples``, 70 kept); ``nvmlDeviceGetUtilizationRates`` covers only the last 100 ms, so it
+aliases with a periodic load as the real one does; GPM reports the busy fraction between its two samples; and each
+200 ms window's per-process sample belongs to one process, carrying the window's device utilization.
 """
 
 from __future__ import annotations
@@ -27,7 +33,9 @@ IDLE_USED_MIB = 0
 POWER_IDLE_MW = 76_000
 POWER_MAX_MW = 690_000
 POWER_LIMIT_MW = 700_000
-SAMPLE_PERIOD = 0.2  # seconds: NVML's process-utilization sample window on the H200
+SAMPLE_PERIOD = 0.2  # seconds: NVML's utilization sample window on the H200 (device and per-process samples)
+SAMPLE_BUFFER = 70  # samples NVML keeps per GPU and kind (~14 s on the H200)
+POINT_WINDOW = 0.1  # seconds nvmlDeviceGetUtilizationRates covers: what fits the values an H200 gave
 
 
 def default_load(index: int, t: float) -> float:
@@ -68,11 +76,14 @@ class SimulatedNvml:
         mig: dict[int, list[str]] | None = None,
         processes: dict[int, dict[int, float]] | None = None,
         wall_clock: Callable[[], float] = time.time,
+        period: float | dict[int, float] = 0.0,
     ) -> None:
         """``mig``: GPU index → MIG profiles ("1g.18gb") of its instances. ``processes``: GPU index → {pid: share of
-        the GPU's time}; such a GPU's load is the sum of the shares, and NVML's per-process samples follow them."""
+        the GPU's time}; such a GPU's load is the sum of the shares, and NVML's per-process samples follow them.
+        ``period``: seconds of one busy-then-idle cycle, for every GPU or per GPU index (0: evenly busy)."""
         self._count = count
         self._load = load
+        self._period = period
         self._mig = mig or {}
         self._processes = processes or {}
         self._wall_start = wall_clock()
@@ -106,12 +117,37 @@ class SimulatedNvml:
     def _now(self) -> float:
         return self._clock() - self._start
 
-    def load(self, handle: Any) -> float:
+    def load(self, handle: Any, at: float | None = None) -> float:
+        """The busy fraction the load curve asks of this GPU (or MIG instance) at ``at`` (default: now)."""
         gi = getattr(handle, "gpu_instance", None)
         if handle.index in self._processes and gi is None:
             return min(1.0, sum(self._processes[handle.index].values()))
         # MIG instances follow the GPU's curve, each shifted in time so they differ
-        return self._load(handle.index, self._now() + 17.0 * (gi or 0))
+        return self._load(handle.index, (self._now() if at is None else at) + 17.0 * (gi or 0))
+
+    def busy(self, handle: Any, start: float, end: float) -> float:
+        """The fraction of [start, end) (simulation seconds) the GPU was busy."""
+        if end <= start:
+            return self.load(handle, start)
+        level = self.load(handle, (start + end) / 2)
+        period = self._period.get(handle.index, 0.0) if isinstance(self._period, dict) else self._period
+        if period <= 0:
+            return level
+        on = level * period
+
+        def busy_until(t: float) -> float:
+            cycles, into = divmod(t, period)
+            return cycles * on + min(into, on)
+
+        return (busy_until(end) - busy_until(start)) / (end - start)
+
+    def _window(self, handle: Any, k: int) -> float:
+        """Busy percentage of sample window ``k``, as NVML rounds it."""
+        return round(100 * self.busy(handle, k * SAMPLE_PERIOD, (k + 1) * SAMPLE_PERIOD))
+
+    def _stamp(self, k: int) -> int:
+        """NVML's timestamp (µs since the epoch) of window ``k``: the moment it closed."""
+        return int((self._wall_start + (k + 1) * SAMPLE_PERIOD) * 1e6)
 
     @staticmethod
     def _not_supported() -> pynvml.NVMLError:
@@ -155,8 +191,33 @@ class SimulatedNvml:
     # -- readings --------------------------------------------------------------------------------------------
 
     def nvmlDeviceGetUtilizationRates(self, handle: Any) -> Any:
-        load = self.load(handle)
+        now = self._now()
+        load = self.busy(handle, now - POINT_WINDOW, now)
         return SimpleNamespace(gpu=round(100 * load), memory=round(38 * load))
+
+    def nvmlDeviceGetSamples(self, handle: Any, sampling_type: int, last_seen: int) -> tuple[int, list[Any]]:
+        # memory-controller activity as the H200 showed it under a GEMM (38 % at full load); no video engines
+        scale = {
+            pynvml.NVML_GPU_UTILIZATION_SAMPLES: 1.0,
+            pynvml.NVML_MEMORY_UTILIZATION_SAMPLES: 0.38,
+            pynvml.NVML_ENC_UTILIZATION_SAMPLES: 0.0,
+            pynvml.NVML_DEC_UTILIZATION_SAMPLES: 0.0,
+        }
+        if sampling_type not in scale:
+            raise self._not_supported()
+        # Windows before ``closed`` are complete; those before the simulation started (k < 0) are the history a
+        # GPU that was already running keeps in its buffer.
+        closed = math.floor(self._now() / SAMPLE_PERIOD)
+        samples = []
+        for k in range(closed - 1, closed - 1 - SAMPLE_BUFFER, -1):
+            stamp = self._stamp(k)
+            if stamp <= last_seen:
+                break
+            value = SimpleNamespace(uiVal=round(scale[sampling_type] * self._window(handle, k)))
+            samples.append(SimpleNamespace(timeStamp=stamp, sampleValue=value))
+        if not samples:
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_NOT_FOUND)
+        return pynvml.NVML_VALUE_TYPE_UNSIGNED_INT, samples[::-1]
 
     def nvmlDeviceGetEncoderUtilization(self, handle: Any) -> list[int]:
         return [0, 167000]
@@ -265,7 +326,7 @@ class SimulatedNvml:
 
     def nvmlGpmMetricsGet(self, request: Any) -> Any:
         handle = SimpleNamespace(index=request.sample2.index, gpu_instance=request.sample2.gi)
-        load = self.load(handle)
+        load = self.busy(handle, request.sample1.t, request.sample2.t)
         # Percentages as an H200 gave them under a bf16 GEMM, scaled by load.
         per_load = {
             pynvml.NVML_GPM_METRIC_GRAPHICS_UTIL: 99.0,
@@ -324,13 +385,19 @@ class SimulatedNvml:
         ]
 
     def nvmlDeviceGetProcessUtilization(self, handle: Any, last_seen: int) -> list[Any]:
-        now_k = int(self._now() / SAMPLE_PERIOD)
+        """The newest sample of each process, as NVML answers: a slower poll misses the ones in between."""
+        closed = math.floor(self._now() / SAMPLE_PERIOD)
         latest: dict[int, Any] = {}
-        for k in range(now_k, max(-1, now_k - 50), -1):
+        for k in range(closed - 1, closed - 1 - SAMPLE_BUFFER, -1):
             pid = self._window_owner(handle.index, k)
-            stamp = int((self._wall_start + (k + 1) * SAMPLE_PERIOD) * 1e6)
-            if pid is not None and pid not in latest and stamp > last_seen:
-                latest[pid] = SimpleNamespace(pid=pid, timeStamp=stamp, smUtil=90, memUtil=25, encUtil=0, decUtil=0)
+            stamp = self._stamp(k)
+            if stamp <= last_seen:
+                break
+            if pid is not None and pid not in latest:
+                util = self._window(handle, k)
+                latest[pid] = SimpleNamespace(
+                    pid=pid, timeStamp=stamp, smUtil=util, memUtil=round(0.38 * util), encUtil=0, decUtil=0
+                )
         if not latest:
             raise pynvml.NVMLError(pynvml.NVML_ERROR_NOT_FOUND)
         return list(latest.values())

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,8 +24,10 @@ class SimulationSpec:
     processes: {1: {501: 0.6, 502: 0.3}}    # GPU index → {pid: share of the GPU's time}
     load: {0: [[0, 0.05], [20, 0.95], [60, 0.95], [70, 0.05]]}   # GPU index → [seconds, load] points
     repeat: 90                              # the script starts over after this many seconds (optional)
+    period: 0.5                             # busy for load x period of every period; or {GPU index: seconds}
     ```
-    GPUs without a script follow ``default_load``; load between points is interpolated linearly.
+    GPUs without a script follow ``default_load``; load between points is interpolated linearly. Without a period
+    a GPU is evenly busy at its load.
     """
 
     gpus: int
@@ -32,6 +35,7 @@ class SimulationSpec:
     processes: dict[int, dict[int, float]] = field(default_factory=dict)
     load: dict[int, list[tuple[float, float]]] = field(default_factory=dict)
     repeat: float | None = None
+    period: float | dict[int, float] = 0.0
 
     def curve(self) -> LoadCurve:
         def load(index: int, t: float) -> float:
@@ -50,7 +54,9 @@ class SimulationSpec:
         return load
 
     def build(self, **kwargs: Any) -> SimulatedNvml:
-        return SimulatedNvml(self.gpus, load=self.curve(), mig=self.mig, processes=self.processes, **kwargs)
+        return SimulatedNvml(
+            self.gpus, load=self.curve(), mig=self.mig, processes=self.processes, period=self.period, **kwargs
+        )
 
 
 def parse_spec(data: Any, source: str) -> SimulationSpec:
@@ -61,9 +67,9 @@ def parse_spec(data: Any, source: str) -> SimulationSpec:
 
     if not isinstance(data, dict):
         raise fail("expected a mapping with 'gpus'")
-    unknown = set(data) - {"gpus", "mig", "processes", "load", "repeat"}
+    unknown = set(data) - {"gpus", "mig", "processes", "load", "repeat", "period"}
     if unknown:
-        raise fail(f"unknown key {sorted(unknown)[0]!r}; expected gpus, mig, processes, load, repeat")
+        raise fail(f"unknown key {sorted(unknown)[0]!r}; expected gpus, mig, processes, load, repeat, period")
     gpus = data.get("gpus")
     if not isinstance(gpus, int) or not 1 <= gpus <= 64:
         raise fail(f"'gpus' must be a whole number from 1 to 64, got {gpus!r}")
@@ -96,7 +102,26 @@ def parse_spec(data: Any, source: str) -> SimulationSpec:
     repeat = data.get("repeat")
     if repeat is not None and (not isinstance(repeat, int | float) or repeat <= 0):
         raise fail(f"'repeat' must be a positive number of seconds, got {repeat!r}")
-    return SimulationSpec(gpus, mig, processes, load, float(repeat) if repeat else None)
+    return SimulationSpec(
+        gpus, mig, processes, load, float(repeat) if repeat else None, _period(data.get("period"), fail, gpu_key)
+    )
+
+
+def _period(
+    value: Any, fail: Callable[[str], ConfigError], gpu_key: Callable[[Any, str], int]
+) -> float | dict[int, float]:
+    """``period``: seconds for every GPU, or a mapping of GPU index to seconds; each >= 0 (0: evenly busy)."""
+
+    def seconds(v: Any, where: str) -> float:
+        if isinstance(v, bool) or not isinstance(v, int | float) or not 0 <= v <= 3600:
+            raise fail(f"{where} must be a number of seconds from 0 to 3600, got {v!r}")
+        return float(v)
+
+    if value is None:
+        return 0.0
+    if isinstance(value, dict):
+        return {gpu_key(k, "period"): seconds(v, f"period.{k}") for k, v in value.items()}
+    return seconds(value, "'period'")
 
 
 def load_spec(path: str) -> SimulationSpec:

@@ -66,7 +66,7 @@ def test_when_every_gpu_is_lost_nvml_is_restarted(make_collection: MakeCollectio
 def test_one_lost_gpu_keeps_health_ok_and_the_others_flowing(make_collection: MakeCollection) -> None:
     nvml = ReplayNvml.load("h200", "gemm", gpus=2)
     collection = make_collection(nvml)
-    nvml.fail("nvmlDeviceGetUtilizationRates", pynvml.NVML_ERROR_GPU_IS_LOST, gpu="gpu0")
+    nvml.fail("nvmlDeviceGetSamples", pynvml.NVML_ERROR_GPU_IS_LOST, gpu="gpu0")
     collection.run_once()
     assert collection.health.ok
     assert sample(collection, "DCGM_FI_DEV_GPU_UTIL", gpu="0") is None

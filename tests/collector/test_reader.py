@@ -117,7 +117,7 @@ def test_slow_fields_are_read_every_nth_cycle_and_served_in_between(h200: Replay
     for _ in range(10):
         assert "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION" in reader.read(ALL).readings[0].values
     assert h200.calls.count("nvmlDeviceGetTotalEnergyConsumption") == 2
-    assert h200.calls.count("nvmlDeviceGetUtilizationRates") == 10
+    assert h200.calls.count("nvmlDeviceGetPowerUsage") == 10
 
 
 def test_only_requested_fields_are_read(h200: ReplayNvml) -> None:

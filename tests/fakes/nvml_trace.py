@@ -34,7 +34,11 @@ MONOTONIC = {
     "nvmlDeviceGetTotalEccErrors",
 }
 # Arguments that change on every call and must not be part of the lookup key.
-_VOLATILE_ARGS = {"nvmlDeviceGetProcessUtilization": 1, "nvmlDeviceGetProcessesUtilizationInfo": 1}
+_VOLATILE_ARGS = {
+    "nvmlDeviceGetProcessUtilization": 1,
+    "nvmlDeviceGetProcessesUtilizationInfo": 1,
+    "nvmlDeviceGetSamples": 2,
+}
 
 
 def _address(obj: Any) -> int | None:
@@ -171,8 +175,11 @@ class ReplayNvml:
         self.meta: dict[str, Any] = trace["meta"]
         self.gpus = gpus
         self._outcomes: dict[tuple[str, str, str], list[dict[str, Any]]] = defaultdict(list)
+        # every recorded outcome of a call, whatever its phase, in recording order
+        self._in_order: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
         for entry in trace["calls"]:
             self._outcomes[(entry["phase"], entry["call"], json.dumps(entry["args"]))].append(entry)
+            self._in_order[(entry["call"], json.dumps(entry["args"]))].append(entry)
         self.phase = phase
         self._cursor: dict[tuple[str, str, str], int] = defaultdict(int)
         self._last: dict[tuple[str, str], float] = {}
@@ -190,6 +197,11 @@ class ReplayNvml:
             if name == call and json.loads(key) == list(args) and "result" in outcomes[0]:
                 return decode(outcomes[0]["result"])
         raise KeyError(f"{call}{args} was not recorded")
+
+    def recorded_in_phase(self, call: str, *args: Any) -> list[Any]:
+        """Every answer to ``call(*args)`` recorded in the current phase, in order, without advancing the replay."""
+        outcomes = self._outcomes.get((self.phase, call, json.dumps(list(args))), [])
+        return [decode(o["result"]) for o in outcomes if "result" in o]
 
     # -- fault injection -------------------------------------------------------------------------------------
 
@@ -243,10 +255,12 @@ class ReplayNvml:
         if name in _VOLATILE_ARGS:
             del key[_VOLATILE_ARGS[name]]
         key += [[k, encode(v)] for k, v in sorted(kwargs.items())]
-        entry = self._next((self.phase, name, json.dumps(key)))
+        entry, loop = self._next((self.phase, name, json.dumps(key)))
         if "error" in entry:
             raise pynvml.NVMLError(entry["error"])
         result = entry["result"]
+        if name == "nvmlDeviceGetSamples" and loop:
+            result = self._later_samples(entry, result, loop)
         if clone not in (None, "gpu0") and name in ("nvmlDeviceGetUUID", "nvmlDeviceGetMinorNumber"):
             n = int(clone.split("/")[0][3:])  # type: ignore[union-attr]
             return f"{result[:-2]}{n:02d}" if name == "nvmlDeviceGetUUID" else n
@@ -259,11 +273,12 @@ class ReplayNvml:
             return self._monotonic((name, json.dumps([clone, *key])), entry, result)
         return decode(result)
 
-    def _next(self, key: tuple[str, str, str]) -> dict[str, Any]:
+    def _next(self, key: tuple[str, str, str]) -> tuple[dict[str, Any], int]:
+        """The next recorded outcome of a call, and how many times its recording has been replayed whole before."""
         outcomes = self._outcomes.get(key)
         if not outcomes:
             # A phase may not have recorded every call (identity calls happen once, at start): fall back to any.
-            for phase in ("init", "idle", "gemm", "shared"):
+            for phase in ("init", "idle", "gemm", "half", "quarter_slow", "shared"):
                 outcomes = self._outcomes.get((phase, *key[1:]))
                 if outcomes:
                     key = (phase, *key[1:])
@@ -272,11 +287,21 @@ class ReplayNvml:
             raise pynvml.NVMLError(pynvml.NVML_ERROR_FUNCTION_NOT_FOUND)
         i = self._cursor[key]
         self._cursor[key] = i + 1
-        return outcomes[i % len(outcomes)]
+        return outcomes[i % len(outcomes)], i // len(outcomes)
+
+    def _later_samples(self, entry: dict[str, Any], result: list[Any], loop: int) -> list[Any]:
+        """Utilization samples replayed again, moved later by the recording's span, as a running GPU's would be."""
+        outcomes = self._outcomes[(entry["phase"], entry["call"], json.dumps(entry["args"]))]
+        newest = [max(s["timeStamp"] for s in o["result"][1]) for o in outcomes if o.get("result")]
+        shift = loop * (newest[-1] - newest[0])
+        value_type, samples = result
+        return [value_type, [{**s, "timeStamp": s["timeStamp"] + shift} for s in samples]]
 
     def _monotonic(self, key: tuple[str, str], entry: dict[str, Any], result: float) -> float:
-        outcomes = self._outcomes[(entry["phase"], entry["call"], json.dumps(entry["args"]))]
-        i = outcomes.index(entry)
+        # the counter's growth since the call's previous recording, in any phase: a phase recorded once (slow fields
+        # are read every tenth cycle) still advances the counter when it is replayed
+        outcomes = self._in_order[(entry["call"], json.dumps(entry["args"]))]
+        i = next(n for n, o in enumerate(outcomes) if o is entry)
         step = result - outcomes[i - 1]["result"] if i > 0 else 0
         value = self._last.get(key, result) + max(0, step)
         self._last[key] = value

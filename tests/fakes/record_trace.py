@@ -2,8 +2,10 @@
 
     PYTHONPATH=. python tests/fakes/record_trace.py tests/fakes/traces/h200.json
 
-Phases: ``init`` (start and enumeration), ``idle``, ``gemm`` (a bf16 GEMM loop), ``shared`` (two processes on
-the GPU at duty cycles 0.9 and 0.2, process utilization polled at 5 Hz as the shared-GPU attribution does).
+Phases: ``init`` (start and enumeration), ``idle``, ``gemm`` (a bf16 GEMM loop), ``half`` and ``quarter_slow``
+(the loop at duty 0.5 of a 0.2 s period and 0.25 of a 1 s period; NVML's point value is recorded beside the
+samples the reader averages), ``shared`` (two processes on the GPU at duty cycles 0.9 and 0.2, process utilization
+polled at 5 Hz as the shared-GPU attribution does).
 """
 
 from __future__ import annotations
@@ -53,6 +55,9 @@ def cycles(rec: Any, reader: NvmlReader, handles: list[Any], seconds: float, pol
         if now >= next_read:
             reader.read(ALL_FIELDS)
             for handle in handles:
+                # what dcgm-exporter reads, kept beside the sampled mean the reader now exports
+                with contextlib.suppress(pynvml.NVMLError):
+                    rec.nvmlDeviceGetUtilizationRates(handle)
                 with contextlib.suppress(pynvml.NVMLError):
                     rec.nvmlDeviceGetComputeRunningProcesses(handle)
             next_read = now + 1.0
@@ -60,11 +65,15 @@ def cycles(rec: Any, reader: NvmlReader, handles: list[Any], seconds: float, pol
         time.sleep(1.0 / poll_hz)
 
 
-def wait_for_load(handles: list[Any], timeout: float = 60.0) -> None:
+def wait_for_load(handles: list[Any], timeout: float = 60.0, busy: int = 50) -> None:
     """Wait, outside the recording, until the GPU is busy: starting PyTorch and CUDA takes several seconds."""
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline and pynvml.nvmlDeviceGetUtilizationRates(handles[0]).gpu < 50:
-        time.sleep(0.2)
+    while time.monotonic() < deadline:
+        # the newest samples, not the point value: that one can read 0 all along under a duty-cycled load
+        _, samples = pynvml.nvmlDeviceGetSamples(handles[0], pynvml.NVML_GPU_UTILIZATION_SAMPLES, 0)
+        if max(s.sampleValue.uiVal for s in samples[-5:]) >= busy:
+            return
+        time.sleep(0.1)
 
 
 def main(out: Path) -> None:
@@ -93,6 +102,18 @@ def record(rec: RecordingNvml, reader: NvmlReader, out: Path) -> None:
     cycles(rec, reader, handles, 8, poll_hz=5)
     gemm.wait()
 
+    # Partial loads, where a point sample aliases with the load's period: half of every 0.2 s, then the first
+    # quarter of every second.
+    for phase, duty, period in (("half", 0.5, 0.2), ("quarter_slow", 0.25, 1.0)):
+        partial = load("gemm-bf16", 18, duty, period)
+        wait_for_load(handles, busy=5)
+        time.sleep(2)
+        rec.phase = "ramp"
+        cycles(rec, reader, handles, 2, poll_hz=5)
+        rec.phase = phase
+        cycles(rec, reader, handles, 10, poll_hz=5)
+        partial.wait()
+
     # A 1 s duty period: NVML gives each ~200 ms sample window to the process that held the GPU most in it, so
     # finer interleaving would credit nearly every window to the heavier process (seen with a 0.1 s period).
     heavy, light = load("gemm-bf16", 35, 0.9, 1.0), load("gemm-bf16", 35, 0.2, 1.0)
@@ -116,6 +137,7 @@ def record(rec: RecordingNvml, reader: NvmlReader, out: Path) -> None:
         "nvml_py": getattr(pynvml, "__version__", "?"),
         "shared_pids": {"heavy_duty_0.9": heavy.pid, "light_duty_0.2": light.pid},
         "phases": "idle 6 s; gemm 8 s (bf16 8192^2 loop at full load); "
+        "half 10 s (the same loop busy 0.5 of every 0.2 s); quarter_slow 10 s (busy 0.25 of every 1 s); "
         "shared 14 s (two processes at duty 0.9 and 0.2 of a 1 s period)",
     }
     out.parent.mkdir(parents=True, exist_ok=True)

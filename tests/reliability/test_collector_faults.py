@@ -20,7 +20,7 @@ from tests.fakes.nvml_trace import ReplayNvml
 from tests.fakes.pod_directory import StaticPodDirectory
 
 CALLS = [
-    "nvmlDeviceGetUtilizationRates",
+    "nvmlDeviceGetSamples",
     "nvmlDeviceGetMemoryInfo",
     "nvmlDeviceGetPowerUsage",
     "nvmlGpmSampleGet",
@@ -60,8 +60,7 @@ def test_random_faults_never_break_a_scrape_nor_turn_a_counter_back(tmp_path: Pa
     now = [0.0]
     watcher = PodResourcesWatcher(PodResourcesClient(socket, timeout=0.5), clock=lambda: now[0])
     sampler = ProcessSampler(nvml, clock=lambda: now[0])
-    attribution = Attribution(nvml, lambda: watcher.current, directory, CgroupReader(str(proc.root)), sampler,
-                              clock=lambda: now[0])  # fmt: skip
+    attribution = Attribution(nvml, lambda: watcher.current, directory, CgroupReader(str(proc.root)), sampler)
     attribution.watcher = watcher
     collection = Collection(nvml, None, attach=attribution, extra_families=attribution.families, slow_interval=2.0,
                             clock=lambda: 1_800_000_000 + now[0])  # fmt: skip
