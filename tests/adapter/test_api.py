@@ -56,7 +56,14 @@ async def test_resource_list_names_every_gpu_metric_for_pods_namespaces_and_node
 async def test_external_resource_list(adapter: Adapter) -> None:
     body = await adapter.get(f"{EM}/v1beta1")
     assert body["groupVersion"] == "external.metrics.k8s.io/v1beta1"
-    assert {r["name"] for r in body["resources"]} == {"gpu_utilization", "gpu_memory_used", "gpu_tensor_active"}
+    assert {r["name"] for r in body["resources"]} == {
+        "gpu_utilization",
+        "gpu_memory_used",
+        "gpu_engine_active",
+        "gpu_sm_active",
+        "gpu_tensor_active",
+        "gpu_dram_active",
+    }
     assert {r["kind"] for r in body["resources"]} == {"ExternalMetricValueList"}
 
 

@@ -76,7 +76,14 @@ async def test_a_malformed_request_is_explained(adapter: Adapter) -> None:
 
 async def test_discovery_requests_list_the_catalog(adapter: Adapter) -> None:
     report = await adapter.get("/explain/apis/external.metrics.k8s.io/v1beta1")
-    assert report["answer"] == ["gpu_memory_used", "gpu_tensor_active", "gpu_utilization"]
+    assert report["answer"] == [
+        "gpu_dram_active",
+        "gpu_engine_active",
+        "gpu_memory_used",
+        "gpu_sm_active",
+        "gpu_tensor_active",
+        "gpu_utilization",
+    ]
 
 
 async def test_self_metrics_count_requests_queries_and_cache_outcomes(adapter: Adapter) -> None:

@@ -180,14 +180,13 @@ def test_default_rules_declare_the_gpu_metrics() -> None:
         series, name, infos = d
         for info in infos:
             declared.setdefault((name, str(info.group_resource)), []).append(series)
-    for name in ("gpu_utilization", "gpu_memory_used", "gpu_tensor_active"):
+    names = {"gpu_utilization", "gpu_memory_used", "gpu_engine_active", "gpu_sm_active", "gpu_tensor_active",
+             "gpu_dram_active"}  # fmt: skip
+    assert {name for name, _ in declared} == names
+    for name in names:
         for resource in ("pods", "namespaces", "nodes"):
             assert (name, resource) in declared
-    assert {r.declared()[1] for r in rules.external_rules if r.declared()} == {  # type: ignore[index]
-        "gpu_utilization",
-        "gpu_memory_used",
-        "gpu_tensor_active",
-    }
+    assert {r.declared()[1] for r in rules.external_rules if r.declared()} == names  # type: ignore[index]
 
 
 def test_default_pod_rules_accept_both_label_spellings() -> None:
