@@ -65,7 +65,7 @@ class Settings:
     config_check_interval: float = 5.0
     relist_interval: float = 60.0
     max_age: float = 60.0
-    cache_ttl: float = 1.0
+    cache_ttl: float = 0.25
     secure_port: int = 6443
     bind_address: str = "0.0.0.0"
     cert_dir: Path | None = None
@@ -106,7 +106,7 @@ def _parser() -> argparse.ArgumentParser:
     add("--config-check-interval", help="how often --config and certificate files are checked for changes (default 5s)")
     add("--metrics-relist-interval", help="how often to relist series names, 1s to 24h (default 1m)")
     add("--metrics-max-age", help="how far back a relist looks; at least the relist interval (default: the interval)")
-    add("--metrics-cache-ttl", help="how long a query result is reused, 0s to 10m (default 1s)")
+    add("--metrics-cache-ttl", help="how long a query result is reused, 0s to 10m (default 250ms)")
     add("--secure-port", help="port to serve on, 0 to 65535; 0 picks a free one (default 6443)")
     add("--bind-address", help="address to listen on (default 0.0.0.0)")
     add("--cert-dir", help="directory for apiserver.crt/apiserver.key; a self-signed pair is made there if absent")
@@ -245,7 +245,7 @@ def parse_settings(argv: Sequence[str], env: Mapping[str, str] | None = None) ->
         config_check_interval=duration("config-check-interval", "5s", 0.1, 3600, "100ms to 1h"),
         relist_interval=relist,
         max_age=max_age,
-        cache_ttl=duration("metrics-cache-ttl", "1s", 0, 600, "0s to 10m"),
+        cache_ttl=duration("metrics-cache-ttl", "250ms", 0, 600, "0s to 10m"),
         secure_port=port,
         bind_address=get("bind-address", "0.0.0.0") or "0.0.0.0",
         cert_dir=path("cert-dir"),

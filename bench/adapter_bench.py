@@ -333,7 +333,7 @@ async def main() -> None:
                 print("\n## Prometheus queries caused by 100 identical concurrent requests\n")
                 print("| adapter | queries |\n|---|---:|")
                 print(f"| --metrics-cache-ttl=0s (in-flight sharing only) | {shared_uncached} |")
-                print(f"| --metrics-cache-ttl=10m (a burst is the same under the default 5s) | {shared_cached} |")
+                print(f"| --metrics-cache-ttl=10m (a burst is the same under the default 250ms) | {shared_cached} |")
         if args.rss_series:
             print(
                 "\n## Adapter resident memory after discovery (built-in rules + a catch-all rule over every series)\n"

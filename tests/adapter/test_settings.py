@@ -18,7 +18,7 @@ def test_defaults_are_the_documented_ones() -> None:
     assert s.prometheus.timeout == 10.0
     assert s.relist_interval == 60.0
     assert s.max_age == 60.0
-    assert s.cache_ttl == 1.0
+    assert s.cache_ttl == 0.25
     assert s.secure_port == 6443
     assert s.config is None
     assert not s.insecure_serve_http
