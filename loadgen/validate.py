@@ -1,7 +1,9 @@
 """Run a load while reading the collector's /metrics, and check each series moved as that load should move it.
 
 Idle first, then loaded: the verdict compares the median of each phase against the expectation for the kind and
-duty cycle (for example tensor activity above 0.8 under a full GEMM and below 0.05 idle).
+duty cycle (for example tensor activity above 0.8 under a full GEMM and below 0.05 idle). Busy time is checked
+exactly, partial loads included: the graphics-engine ratio within 0.1 of the duty cycle, and ``DCGM_FI_DEV_GPU_UTIL``
+within 5 points of that ratio x100 where the GPU has GPM (within 10 points of the duty cycle where it has not).
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ import statistics
 import threading
 import time
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,30 +30,50 @@ class Expectation:
     idle: str  # human-readable bound, shown in the table
     loaded: str
     check_idle: Callable[[float], bool]
-    check_loaded: Callable[[float, float], bool]  # (loaded, idle) → ok
+    check_loaded: LoadedCheck
+
+
+# (loaded median, idle median, loaded medians of every series) → ok
+LoadedCheck = Callable[[float, float, Mapping[str, float]], bool]
+ENGINE = "DCGM_FI_PROF_GR_ENGINE_ACTIVE"
 
 
 def _below(limit: float) -> tuple[str, Callable[[float], bool]]:
     return f"< {limit:g}", lambda v: v < limit
 
 
-def _above(limit: float) -> tuple[str, Callable[[float, float], bool]]:
-    return f"> {limit:g}", lambda v, _idle: v > limit
+def _above(limit: float) -> tuple[str, LoadedCheck]:
+    return f"> {limit:g}", lambda v, _idle, _all: v > limit
+
+
+def _near(target: float, within: float) -> tuple[str, LoadedCheck]:
+    return f"{target:g} ± {within:g}", lambda v, _idle, _all: abs(v - target) <= within
+
+
+def _busy_percent(duty: float) -> tuple[str, LoadedCheck]:
+    """The time-averaged utilization against GPM's measured busy ratio when the GPU has GPM, else the duty cycle."""
+
+    def check(v: float, _idle: float, loaded: Mapping[str, float]) -> bool:
+        if ENGINE in loaded:
+            return abs(v - 100 * loaded[ENGINE]) <= 5
+        return abs(v - 100 * duty) <= 10
+
+    return f"{ENGINE} x100 ± 5 (or {100 * duty:g} ± 10 without GPM)", check
 
 
 def expectations(kind: str, duty: float) -> list[Expectation]:
     def exp(
         series: str,
         idle: tuple[str, Callable[[float], bool]],
-        loaded: tuple[str, Callable[[float, float], bool]],
+        loaded: tuple[str, LoadedCheck],
     ) -> Expectation:
         return Expectation(series, idle[0], loaded[0], idle[1], loaded[1])
 
-    more_than_idle: tuple[str, Callable[[float, float], bool]] = ("> idle", lambda v, idle: v > idle)
-    power: tuple[str, Callable[[float, float], bool]] = ("> 1.3 x idle", lambda v, idle: v > 1.3 * idle)
+    more_than_idle: tuple[str, LoadedCheck] = ("> idle", lambda v, idle, _all: v > idle)
+    power: tuple[str, LoadedCheck] = ("> 1.3 x idle", lambda v, idle, _all: v > 1.3 * idle)
     common = [
-        exp("DCGM_FI_DEV_GPU_UTIL", _below(10), _above(80 * duty)),
-        exp("DCGM_FI_PROF_GR_ENGINE_ACTIVE", _below(0.05), _above(0.8 * duty)),
+        exp("DCGM_FI_DEV_GPU_UTIL", _below(10), _busy_percent(duty)),
+        exp(ENGINE, _below(0.05), _near(duty, 0.1)),
         exp("DCGM_FI_PROF_SM_ACTIVE", _below(0.05), _above(0.5 * duty)),
         exp("DCGM_FI_DEV_POWER_USAGE", ("(baseline)", lambda v: True), power),
         exp("DCGM_FI_DEV_FB_USED", ("(baseline)", lambda v: True), more_than_idle),
@@ -113,14 +135,15 @@ def _median(samples: list[dict[str, float]], series: str) -> float | None:
 
 def judge(kind: str, duty: float, idle: list[dict[str, float]], loaded: list[dict[str, float]]) -> Verdict:
     rows = []
+    medians = {name: m for name in {n for s in loaded for n in s} if (m := _median(loaded, name)) is not None}
     for e in expectations(kind, duty):
-        i, v = _median(idle, e.series), _median(loaded, e.series)
+        i, v = _median(idle, e.series), medians.get(e.series)
         why = ""
         if i is None or v is None:
             why = "series absent"
         elif not e.check_idle(i):
             why = f"idle {i:.4g} not {e.idle}"
-        elif not e.check_loaded(v, i):
+        elif not e.check_loaded(v, i, medians):
             why = f"loaded {v:.4g} not {e.loaded}"
         rows.append(
             {

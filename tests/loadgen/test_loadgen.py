@@ -53,6 +53,36 @@ def test_expectations_scale_with_the_duty_cycle() -> None:
     assert not judge("gemm-bf16", 1.0, [IDLE] * 3, [half] * 3).ok
 
 
+def test_a_point_sampled_utilization_fails_a_partial_load() -> None:
+    # duty 0.5 / period 0.2 s on the H200: GPM said 0.51, a point sample said 14 (docs/results/h200-utilization.md)
+    half = {**GEMM, "DCGM_FI_DEV_GPU_UTIL": 50.4, "DCGM_FI_PROF_GR_ENGINE_ACTIVE": 0.51,
+            "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE": 0.47, "DCGM_FI_PROF_SM_ACTIVE": 0.48}  # fmt: skip
+    assert judge("gemm-bf16", 0.5, [IDLE] * 3, [half] * 3).ok
+    aliased = {**half, "DCGM_FI_DEV_GPU_UTIL": 14.2}
+    verdict = judge("gemm-bf16", 0.5, [IDLE] * 3, [aliased] * 3)
+    assert not verdict.ok
+    assert "| DCGM_FI_DEV_GPU_UTIL | < 10 | 0 | DCGM_FI_PROF_GR_ENGINE_ACTIVE x100 ± 5" in verdict.table()
+    assert "NO: loaded 14.2 not DCGM_FI_PROF_GR_ENGINE_ACTIVE x100 ± 5" in verdict.table()
+    # a load that did not keep the duty cycle it was asked for
+    assert (
+        "NO: loaded 0.8 not 0.5 ± 0.1"
+        in judge("gemm-bf16", 0.5, [IDLE] * 3, [GEMM | {"DCGM_FI_PROF_GR_ENGINE_ACTIVE": 0.8}] * 3).table()
+    )
+
+
+def test_without_gpm_utilization_is_held_to_the_duty_cycle() -> None:
+    no_gpm = {k: v for k, v in GEMM.items() if not k.startswith("DCGM_FI_PROF_")}
+    idle = {k: v for k, v in IDLE.items() if not k.startswith("DCGM_FI_PROF_")}
+    rows = {
+        r["series"]: r for r in judge("gemm-bf16", 0.25, [idle] * 3, [no_gpm | {"DCGM_FI_DEV_GPU_UTIL": 31.0}] * 3).rows
+    }
+    assert rows["DCGM_FI_DEV_GPU_UTIL"]["ok"]
+    rows = {
+        r["series"]: r for r in judge("gemm-bf16", 0.25, [idle] * 3, [no_gpm | {"DCGM_FI_DEV_GPU_UTIL": 36.0}] * 3).rows
+    }
+    assert not rows["DCGM_FI_DEV_GPU_UTIL"]["ok"]
+
+
 def test_without_a_gpu_the_load_is_a_clear_error_before_it_starts() -> None:
     with pytest.raises(LoadError, match=r"PyTorch is not installed|no CUDA GPU is visible"):
         open_device(KINDS["gemm-bf16"], 8192, 0)
