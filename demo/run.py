@@ -37,6 +37,9 @@ SPEC = {
         1: [[0, 0.2], [15, 0.2], [30, 0.92], [55, 0.92], [65, 0.25]],
         2: [[0, 0.1], [15, 0.1], [30, 0.95], [55, 0.95], [65, 0.2]],
     },
+    # work arrives in bursts, busy for load x 0.25 s of every 0.25 s, as real serving does: a point sample of such a
+    # GPU jumps between 0 and 100, the collector's mean over each second is the load itself
+    "period": 0.25,
 }
 
 
