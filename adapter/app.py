@@ -13,13 +13,14 @@ from collections.abc import AsyncIterator, Sequence
 from aiohttp import web
 from aiohttp.typedefs import Middleware
 
-from adapter import auth, handlers
-from adapter.auth_api import AuthAPI
+from adapter.api import handlers
+from adapter.backends.auth_api import AuthAPI
+from adapter.backends.kube_api import KubeMetadataAPI
 from adapter.components import COMPONENTS, components
-from adapter.kube_api import KubeMetadataAPI
+from adapter.config.settings import Settings
+from adapter.security import auth
+from adapter.security.tls import ServingTLS
 from adapter.self_metrics import AdapterMetrics
-from adapter.settings import Settings
-from adapter.tls import ServingTLS
 
 SETTINGS = web.AppKey("settings", Settings)
 METRICS = web.AppKey("metrics", AdapterMetrics)

@@ -17,13 +17,13 @@ from collections.abc import Sequence
 
 from aiohttp import web
 
-from adapter import tls
+from adapter.api.explain import explain, render_text
 from adapter.app import create_app
-from adapter.auth import DISABLED_WARNING
 from adapter.components import COMPONENTS, components
+from adapter.config.settings import Settings, parse_settings, usage
 from adapter.errors import AdapterError, ConfigError
-from adapter.explain import explain, render_text
-from adapter.settings import Settings, parse_settings, usage
+from adapter.security import tls
+from adapter.security.auth import DISABLED_WARNING
 
 log = logging.getLogger("adapter")
 

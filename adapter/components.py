@@ -13,16 +13,16 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 
-from adapter import prometheus_auth
-from adapter.discovery import Discovery
-from adapter.kube_api import KubeMetadataAPI, KubernetesMetadataAPI
-from adapter.kube_cache import ObjectLister
-from adapter.prometheus import PrometheusAPI, PrometheusClient, QueryResult, make_session
-from adapter.provider import Provider
-from adapter.rules_file import RulesFile
+from adapter.api.discovery import Discovery
+from adapter.api.provider import Provider
+from adapter.backends import prometheus_auth
+from adapter.backends.kube_api import KubeMetadataAPI, KubernetesMetadataAPI
+from adapter.backends.kube_cache import ObjectLister
+from adapter.backends.prometheus import PrometheusAPI, PrometheusClient, QueryResult, make_session
+from adapter.config.rules_file import RulesFile
+from adapter.config.settings import Settings
 from adapter.self_metrics import AdapterMetrics
-from adapter.settings import Settings
-from adapter.value_cache import QueryCache
+from adapter.single_flight import SingleFlightCache
 
 log = logging.getLogger(__name__)
 
@@ -37,7 +37,7 @@ class Components:
     prometheus: PrometheusAPI
     discovery: Discovery
     objects: ObjectLister
-    cache: QueryCache[QueryResult]
+    cache: SingleFlightCache[str, QueryResult]
     provider: Provider
 
     def background(self, relist_first: bool = True) -> list[Coroutine[Any, Any, None]]:
@@ -89,7 +89,9 @@ async def components(
         try:
             objects = ObjectLister(kube, metrics)
             discovery = Discovery(rules_file, prometheus, metrics, settings.relist_interval, settings.max_age)
-            cache: QueryCache[QueryResult] = QueryCache(settings.cache_ttl, metrics)
+            cache: SingleFlightCache[str, QueryResult] = SingleFlightCache(
+                settings.cache_ttl, on_outcome=lambda outcome: metrics.cache_requests.labels(outcome).inc()
+            )
             provider = Provider(lambda: discovery.catalog, prometheus, objects, cache, metrics)
             yield Components(settings, metrics, rules_file, prometheus, discovery, objects, cache, provider)
         finally:

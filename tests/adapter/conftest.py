@@ -9,13 +9,13 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
-from adapter import tls
 from adapter.app import create_app
-from adapter.auth_api import AuthAPI
-from adapter.auth_config import AuthSettings
+from adapter.backends.auth_api import AuthAPI
+from adapter.backends.prometheus import PrometheusConfig
 from adapter.components import COMPONENTS, Components
-from adapter.prometheus import PrometheusConfig
-from adapter.settings import Settings
+from adapter.config.settings import Settings
+from adapter.security import tls
+from adapter.security.auth_config import AuthSettings
 from tests.adapter.proxy import PrometheusProxy
 from tests.adapter.secure import Cluster, SecureAdapter, grant_cluster_roles
 from tests.adapter.series import FB, GPU, TENSOR, Exporter, exposition

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from adapter.resources import GroupResource
-from adapter.selectors import parse_selector
+from adapter.naming.resources import GroupResource
+from adapter.query.selectors import parse_selector
 from tests.adapter.conftest import Adapter, wait_until
 from tests.fakes.kube_apiserver import FakeKubeAPIServer
 

@@ -13,7 +13,7 @@ import yaml
 from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 
-from adapter import tls
+from adapter.security import tls
 from tests.adapter.conftest import MakeSecure, eventually, wait_until
 from tests.adapter.pki import CA, Issued
 from tests.adapter.secure import CUSTOM, HPA_REQUEST, HPA_TOKEN, Cluster, SecureAdapter
@@ -132,7 +132,7 @@ async def test_ca_files_given_by_flag_are_used_without_the_configmap_and_reloade
 async def test_the_serving_certificate_is_reloaded_for_new_connections(
     make_secure: MakeSecure, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.INFO, logger="adapter.tls")
+    caplog.set_level(logging.INFO, logger="adapter.security.tls")
     adapter = await make_secure()
     cert_file, key_file = tmp_path / "certs" / tls.CERT_NAME, tmp_path / "certs" / tls.KEY_NAME
     first = await adapter.peer_certificate()

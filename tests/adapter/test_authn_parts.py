@@ -11,12 +11,12 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.x509.oid import ExtendedKeyUsageOID
 from multidict import CIMultiDict, CIMultiDictProxy
 
-from adapter.auth_config import AuthSettings, build_config, parse_ca_bundle
-from adapter.client_certs import BundleVerifier, CertificateRejected
 from adapter.errors import ConfigError
-from adapter.front_proxy import FrontProxy
-from adapter.identity import AUTHENTICATED, User
-from adapter.token_review import bearer_token, user_of
+from adapter.security.auth_config import AuthSettings, build_config, parse_ca_bundle
+from adapter.security.client_certs import BundleVerifier, CertificateRejected
+from adapter.security.front_proxy import FrontProxy
+from adapter.security.identity import AUTHENTICATED, User
+from adapter.security.token_review import bearer_token, user_of
 from tests.adapter.pki import CA, Issued
 from tests.adapter.secure import Cluster
 

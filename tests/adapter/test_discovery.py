@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from adapter import resources
-from adapter.discovery import Discovery, build_catalog, discover
-from adapter.prometheus import PrometheusClient, PrometheusConfig, make_session
-from adapter.resources import GroupResource
-from adapter.rules import load_rules, parse_rules
-from adapter.rules_file import RulesFile
+from adapter.api.discovery import Discovery, build_catalog, discover
+from adapter.backends.prometheus import PrometheusClient, PrometheusConfig, make_session
+from adapter.config.rules import load_rules, parse_rules
+from adapter.config.rules_file import RulesFile
+from adapter.naming import resources
+from adapter.naming.resources import GroupResource
 from adapter.self_metrics import AdapterMetrics
 from tests.adapter.proxy import PrometheusProxy
 from tests.support.prometheus import Prometheus

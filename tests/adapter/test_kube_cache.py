@@ -10,11 +10,11 @@ import pytest
 import yaml
 from aiohttp import web
 
-from adapter import resources
+from adapter.backends.kube_api import KubernetesMetadataAPI
+from adapter.backends.kube_cache import ObjectLister, Reflector
 from adapter.errors import KubernetesError
-from adapter.kube_api import KubernetesMetadataAPI
-from adapter.kube_cache import ObjectLister, Reflector
-from adapter.selectors import parse_selector
+from adapter.naming import resources
+from adapter.query.selectors import parse_selector
 from adapter.self_metrics import AdapterMetrics
 from tests.adapter.conftest import wait_until
 from tests.fakes.kube_apiserver import FakeKubeAPIServer

@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from adapter.objects import (
+from adapter.api.objects import (
     ExternalValue,
     MetricValue,
     ObjectRef,

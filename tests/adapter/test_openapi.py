@@ -12,7 +12,7 @@ from openapi_spec_validator import validate
 from openapi_spec_validator.validation.exceptions import OpenAPIValidationError
 from referencing.exceptions import Unresolvable
 
-from adapter import openapi
+from adapter.api import openapi
 from tests.adapter.conftest import Adapter
 
 CM = "/apis/custom.metrics.k8s.io"

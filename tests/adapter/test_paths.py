@@ -1,9 +1,9 @@
 import pytest
 
+from adapter.api.paths import CustomRequest, ExternalRequest, ResourceListRequest, parse_metrics_path
 from adapter.errors import BadRequest, NotFound
-from adapter.paths import CustomRequest, ExternalRequest, ResourceListRequest, parse_metrics_path
-from adapter.resources import GroupResource
-from adapter.selectors import parse_selector
+from adapter.naming.resources import GroupResource
+from adapter.query.selectors import parse_selector
 
 CM = "/apis/custom.metrics.k8s.io"
 EM = "/apis/external.metrics.k8s.io"

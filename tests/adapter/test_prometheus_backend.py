@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 import trustme
 
+from adapter.backends.prometheus import PrometheusClient, PrometheusConfig, make_session
 from adapter.errors import PrometheusError, QueryError
-from adapter.prometheus import PrometheusClient, PrometheusConfig, make_session
 from adapter.self_metrics import AdapterMetrics
 from tests.adapter.conftest import Adapter, eventually, settings_for
 from tests.adapter.proxy import PrometheusProxy

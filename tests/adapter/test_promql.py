@@ -5,7 +5,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from adapter.errors import BadRequest
-from adapter.promql import (
+from adapter.query.promql import (
     SeriesSelector,
     alternation,
     duration_seconds,
@@ -17,7 +17,7 @@ from adapter.promql import (
     selector_matchers,
     window_seconds,
 )
-from adapter.selectors import parse_selector
+from adapter.query.selectors import parse_selector
 
 TRICKY = ['a"b', "a\\b", "a|b", ".*", "a}b", "line\nbreak", "tab\there", "x{1,2}", "^$", "(a)", "[ab]", "a+?", "é"]
 

@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from adapter.quantity import NotFinite, format_quantity, parse_quantity, parse_sample_value
+from adapter.query.quantity import NotFinite, format_quantity, parse_quantity, parse_sample_value
 
 
 @pytest.mark.parametrize(

@@ -1,10 +1,10 @@
 import pytest
 
-from adapter import resources
+from adapter.config.rules import load_rules, parse_rules
 from adapter.errors import BadRequest, QueryError
-from adapter.queries import custom_query, external_query
-from adapter.rules import load_rules, parse_rules
-from adapter.selectors import parse_selector
+from adapter.naming import resources
+from adapter.query.queries import custom_query, external_query
+from adapter.query.selectors import parse_selector
 
 DEFAULT = load_rules(None)
 POD_RULE, EXPORTED_RULE, NODE_RULE = DEFAULT.rules[0], DEFAULT.rules[1], DEFAULT.rules[2]

@@ -2,7 +2,7 @@
 
 import pytest
 
-from adapter.request_info import RequestAttributes, request_attributes
+from adapter.security.request_info import RequestAttributes, request_attributes
 
 CM = "/apis/custom.metrics.k8s.io/v1beta2"
 EM = "/apis/external.metrics.k8s.io/v1beta1"

@@ -9,27 +9,18 @@ from typing import Any
 
 import pytest
 
-from adapter.auth_api import ConfigMapState
-from adapter.auth_config import AuthenticationConfig, AuthSettings
-from adapter.auth_source import AuthConfigSource
-from adapter.authz import Authorizer, forbidden_message, review_body
+from adapter.backends.auth_api import ConfigMapState
 from adapter.errors import KubernetesError, ResourceExpired, ReviewError
-from adapter.identity import User
-from adapter.request_info import request_attributes
-from adapter.review_cache import ReviewCache
+from adapter.security.auth_config import AuthenticationConfig, AuthSettings
+from adapter.security.auth_source import AuthConfigSource
+from adapter.security.authz import Authorizer, forbidden_message, review_body
+from adapter.security.identity import User
+from adapter.security.request_info import request_attributes
 from adapter.self_metrics import AdapterMetrics
 from tests.adapter.secure import Cluster
 
 HPA = User("system:serviceaccount:kube-system:hpa", "u1", ("system:serviceaccounts", "system:authenticated"))
 WILDCARD = request_attributes("GET", "/apis/custom.metrics.k8s.io/v1beta2/namespaces/ml/pods/%2A/gpu_utilization")
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 class ScriptedAPI:
@@ -67,34 +58,6 @@ class ScriptedAPI:
 
     async def close(self) -> None:
         pass
-
-
-async def test_answers_keep_for_their_own_time_and_failures_not_at_all() -> None:
-    clock = Clock()
-    cache: ReviewCache[str, bool] = ReviewCache(lambda allowed: 10.0 if allowed else 2.0, clock=clock)
-    calls: list[str] = []
-
-    def answer(value: bool | Exception) -> Any:
-        async def review() -> bool:
-            calls.append("review")
-            if isinstance(value, Exception):
-                raise value
-            return value
-
-        return review
-
-    assert await cache.get("yes", answer(True)) == (True, False)
-    assert await cache.get("no", answer(False)) == (False, False)
-    clock.now += 5
-    assert await cache.get("yes", answer(False)) == (True, True)
-    assert await cache.get("no", answer(True)) == (True, False)
-    with pytest.raises(ReviewError):
-        await cache.get("down", answer(ReviewError("down")))
-    assert await cache.get("down", answer(True)) == (True, False)
-    assert len(calls) == 5
-    zero: ReviewCache[str, bool] = ReviewCache(lambda _: 0.0, clock=clock)
-    await zero.get("k", answer(True))
-    assert len(zero) == 0
 
 
 async def test_identical_reviews_in_flight_are_made_once() -> None:

@@ -3,11 +3,11 @@ from pathlib import Path
 
 import pytest
 
-from adapter import resources
+from adapter.config.rules import DEFAULT_METRICS_QUERY, load_rules, parse_rules
 from adapter.errors import ConfigError
-from adapter.naming import go_expand
-from adapter.rules import DEFAULT_METRICS_QUERY, load_rules, parse_rules
-from adapter.templates import Struct
+from adapter.naming import resources
+from adapter.naming.names import go_expand
+from adapter.naming.templates import Struct
 
 # A configuration in prometheus-adapter's format using every key it knows, as users write them.
 FULL_CONFIG = """

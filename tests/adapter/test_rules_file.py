@@ -3,7 +3,7 @@ replaces by swapping another symlink (``..data``), so the file's own path never 
 
 from pathlib import Path
 
-from adapter.rules_file import RulesFile
+from adapter.config.rules_file import RulesFile
 from adapter.self_metrics import AdapterMetrics
 
 ONE = 'rules:\n- seriesQuery: \'{__name__="a_total",pod!=""}\'\n  resources: {template: <<.Resource>>}\n'

@@ -14,8 +14,8 @@ import aiohttp
 import pytest
 from cryptography.x509.oid import ExtendedKeyUsageOID
 
-from adapter.auth_api import KubernetesAuthAPI
-from adapter.kube_api import new_api_client
+from adapter.backends.auth_api import KubernetesAuthAPI
+from adapter.backends.kube_api import new_api_client
 from tests.adapter.conftest import MakeSecure, eventually
 from tests.adapter.pki import CA
 from tests.adapter.secure import CUSTOM, HPA, HPA_REQUEST, HPA_TOKEN, STRANGER_TOKEN, Cluster

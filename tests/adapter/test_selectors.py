@@ -1,7 +1,7 @@
 import pytest
 
 from adapter.errors import BadRequest
-from adapter.selectors import Op, Requirement, parse_selector
+from adapter.query.selectors import Op, Requirement, parse_selector
 
 R = Requirement
 

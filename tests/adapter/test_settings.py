@@ -3,8 +3,8 @@ from pathlib import Path
 
 import pytest
 
+from adapter.config.settings import Settings, parse_duration, parse_settings
 from adapter.errors import ConfigError
-from adapter.settings import Settings, parse_duration, parse_settings
 
 # --prometheus-url is required; tests about other settings give it through the environment
 BASE = {"GPUSCALE_ADAPTER_PROMETHEUS_URL": "http://localhost:9090"}

@@ -1,6 +1,6 @@
 import pytest
 
-from adapter.templates import Struct, Template, TemplateError, compile_template
+from adapter.naming.templates import Struct, Template, TemplateError, compile_template
 
 ARGS = Struct(
     Series="DCGM_FI_DEV_GPU_UTIL",
@@ -109,6 +109,6 @@ def test_compile_template_checks_fields_at_load_and_names_the_place() -> None:
 
 
 def test_the_parser_accepts_exactly_the_functions_the_renderer_has() -> None:
-    from adapter import template_parser, templates
+    from adapter.naming import template_parser, templates
 
     assert set(templates._FUNCS) == template_parser.FUNCTIONS

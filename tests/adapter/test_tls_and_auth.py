@@ -7,10 +7,11 @@ import pytest
 import yaml
 from cryptography import x509
 
-from adapter import prometheus_auth, tls
+from adapter.backends import prometheus_auth
+from adapter.backends.prometheus import PrometheusConfig
+from adapter.config.settings import Settings
 from adapter.errors import ConfigError
-from adapter.prometheus import PrometheusConfig
-from adapter.settings import Settings
+from adapter.security import tls
 
 
 def test_self_signed_certificate_names_and_authority() -> None:

@@ -8,10 +8,10 @@ from pathlib import PurePosixPath
 
 import pytest
 
+from adapter.config.rules import default_rules_text, parse_rules
+from adapter.config.settings import Settings, parse_settings
 from adapter.errors import ConfigError
-from adapter.resources import KNOWN
-from adapter.rules import default_rules_text, parse_rules
-from adapter.settings import Settings, parse_settings
+from adapter.naming.resources import KNOWN
 from tests.deploy import rbac
 from tests.deploy.manifests import (
     BASE,

@@ -12,9 +12,9 @@ import pytest
 import trustme
 import yaml
 
+from adapter.api.paths import parse_metrics_path
+from adapter.config.settings import parse_settings
 from adapter.errors import AdapterError
-from adapter.paths import parse_metrics_path
-from adapter.settings import parse_settings
 from tests.deploy.manifests import MANIFESTS, ROOT, Rendered, container, env_values, mount_covering, render_uncached
 from tests.deploy.validation import K8S_VERSIONS, problems
 

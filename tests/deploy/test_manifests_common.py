@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from adapter.resources import PODS
-from adapter.rules import default_rules_text, parse_rules
+from adapter.config.rules import default_rules_text, parse_rules
+from adapter.naming.resources import PODS
 from tests.deploy.manifests import (
     BASE,
     EXAMPLES,

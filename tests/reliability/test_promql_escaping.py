@@ -13,8 +13,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from adapter.errors import BadRequest
-from adapter.promql import matcher, names_matcher, selector_matchers
-from adapter.selectors import parse_selector
+from adapter.query.promql import matcher, names_matcher, selector_matchers
+from adapter.query.selectors import parse_selector
 from demo.prometheus import Prometheus, run_prometheus
 from tests.adapter.series import Exporter
 

@@ -10,11 +10,11 @@ from decimal import Decimal
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from adapter.api.paths import parse_metrics_path
+from adapter.config.rules import parse_rules
 from adapter.errors import AdapterError, RequestError
-from adapter.paths import parse_metrics_path
-from adapter.quantity import format_quantity, parse_quantity
-from adapter.rules import parse_rules
-from adapter.selectors import parse_selector
+from adapter.query.quantity import format_quantity, parse_quantity
+from adapter.query.selectors import parse_selector
 from collector import counters
 from collector.device_ids import parse_device_id
 from collector.errors import ConfigError as CollectorConfigError

@@ -1,0 +1,242 @@
+"""For one metric request: which rule matched, the PromQL sent, what came back, and why nothing did.
+
+"the server could not find the metric" is prometheus-adapter's most reported confusion. The report runs the request
+through the same provider as the API (so it shows exactly what the API does) and, when the answer is empty or an
+error, asks Prometheus a few more questions to say why.
+"""
+
+from __future__ import annotations
+
+import urllib.parse
+from collections.abc import Mapping
+from typing import Any
+
+from adapter.api.discovery import Catalog
+from adapter.api.objects import external_value_list, metric_value_list, status, timestamp
+from adapter.api.paths import CustomRequest, ExternalRequest, ResourceListRequest, parse_metrics_path
+from adapter.api.provider import Provider, QueryRecord, Trace
+from adapter.backends.prometheus import PrometheusAPI
+from adapter.errors import AdapterError
+from adapter.naming import resources
+from adapter.query.promql import matcher
+
+MAX_SAMPLES_SHOWN = 50
+
+
+def _record(r: QueryRecord) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "rule": r.source.rule.where,
+        "series": r.source.series,
+        "promql": r.promql,
+        "cache": r.cache or None,
+    }
+    if r.error:
+        out["error"] = r.error
+    if r.result is not None:
+        out["resultType"] = r.result.result_type
+        out["samples"] = [
+            {"labels": dict(s.labels), "value": s.value, "timestamp": timestamp(s.timestamp)}
+            for s in r.result.samples[:MAX_SAMPLES_SHOWN]
+        ]
+        out["sampleCount"] = len(r.result.samples)
+        if r.result.warnings:
+            out["warnings"] = list(r.result.warnings)
+    out["kept"] = r.kept
+    if r.dropped:
+        out["dropped"] = [{"object": n, "value": v} for n, v in r.dropped]
+    return out
+
+
+async def explain(
+    provider: Provider, prometheus: PrometheusAPI, raw_path: str, query: Mapping[str, str]
+) -> dict[str, Any]:
+    catalog = provider.catalog()
+    shown = raw_path + ("?" + urllib.parse.urlencode(dict(query)) if query else "")
+    report: dict[str, Any] = {
+        "request": shown,
+        "discovery": {
+            "rules": catalog.rules.source,
+            "relistedAt": timestamp(catalog.relisted_at) if catalog.relisted_at else None,
+            "lastError": catalog.error,
+        },
+    }
+    why: list[str] = []
+    report["why"] = why
+    try:
+        req = parse_metrics_path(raw_path, query)
+    except AdapterError as e:
+        report["answer"] = status(e.code, e.reason, str(e))
+        why.append(f"the request itself is wrong: {e}")
+        return report
+    if isinstance(req, ResourceListRequest):
+        why.append("a discovery request: it lists the metrics in the catalog")
+        report["answer"] = [e.name for e in provider.resource_entries(req.group)]
+        return report
+    trace = Trace()
+    try:
+        if isinstance(req, CustomRequest):
+            report["parsed"] = _custom_parsed(req)
+            metric = catalog.custom_metric(req.metric, _normal(req))
+            if metric:
+                report["rules"] = [{"rule": s.rule.where, "series": s.series} for s in metric.sources]
+            items = await provider.custom(req, trace)
+            report["answer"] = metric_value_list(req.version, items)
+        else:
+            report["parsed"] = {
+                "metric": req.metric,
+                "namespace": req.namespace,
+                "labelSelector": str(req.metric_selector),
+            }
+            ext = catalog.external_metric(req.metric)
+            if ext:
+                report["rules"] = [{"rule": s.rule.where, "series": s.series} for s in ext.sources]
+            values = await provider.external(req, trace)
+            report["answer"] = external_value_list(req.version, values)
+    except AdapterError as e:
+        report["answer"] = status(e.code, e.reason, str(e))
+        why.append(f"{e.reason}: {e}")
+        if trace.queries:
+            await _why_items(req, [], trace, prometheus, why)
+        else:
+            _why_error(req, catalog, why)
+    if trace.listing is not None:
+        names = trace.listing.names
+        report["objects"] = {
+            "source": trace.listing.source,
+            "count": None if names is None else len(names),
+            "names": names,
+        }
+    report["queries"] = [_record(r) for r in trace.queries]
+    if report["answer"].get("kind") != "Status":
+        await _why_items(req, report["answer"]["items"], trace, prometheus, why)
+    return report
+
+
+def _normal(req: CustomRequest) -> resources.GroupResource:
+    info = resources.lookup(req.resource.resource, req.resource.group)
+    return info.group_resource if info else req.resource
+
+
+def _custom_parsed(req: CustomRequest) -> dict[str, Any]:
+    return {
+        "resource": str(req.resource),
+        "namespace": req.namespace,
+        "object": req.name or "*",
+        "metric": req.metric,
+        "labelSelector": str(req.label_selector),
+        "metricLabelSelector": str(req.metric_selector),
+    }
+
+
+def _why_error(req: CustomRequest | ExternalRequest, catalog: Catalog, why: list[str]) -> None:
+    name = req.metric
+    if isinstance(req, CustomRequest) and catalog.custom_metric(name, _normal(req)) is None:
+        others = catalog.resources_of(name)
+        if others:
+            why.append(f"{name} exists for {', '.join(map(str, others))}, not for {req.resource}")
+        if resources.lookup(req.resource.resource, req.resource.group) is None:
+            why.append(f"{req.resource} is not a resource this adapter knows (see docs/adapter.md)")
+    as_series = {r.api_name(name) for r in (*catalog.rules.rules, *catalog.rules.external_rules) if r.accepts(name)}
+    as_series.discard(None)
+    if as_series:
+        why.append(
+            f"{name} is a Prometheus series name; the rules expose it as {', '.join(sorted(map(str, as_series)))}"
+        )
+    similar = [s for s in catalog.similar(name) if s != name]
+    if similar:
+        why.append(f"similar metric names: {', '.join(similar)}")
+    if catalog.error:
+        why.append(f"the last relist failed, so newer series may be missing: {catalog.error}")
+    if not catalog.custom and not catalog.external:
+        why.append(f"no metrics at all: the rules ({catalog.rules.source}) matched no series in Prometheus")
+
+
+async def _why_items(
+    req: CustomRequest | ExternalRequest,
+    items: list[Any],
+    trace: Trace,
+    prometheus: PrometheusAPI,
+    why: list[str],
+) -> None:
+    if items:
+        why.append(f"answered {len(items)} item(s)")
+        if trace.names is not None and isinstance(req, CustomRequest) and req.name is None:
+            missing = sorted(set(trace.names) - {i["describedObject"]["name"] for i in items})
+            if missing:
+                why.append(f"objects matching labelSelector without a value: {', '.join(missing[:20])}")
+        return
+    if trace.names == [] and isinstance(req, CustomRequest):
+        where = f" in namespace {req.namespace}" if req.namespace else ""
+        source = trace.listing.source if trace.listing else "?"
+        why.append(f"no {req.resource}{where} match labelSelector {req.label_selector!s} (objects from: {source})")
+        return
+    for record in trace.queries:
+        rule = record.source.rule.where
+        if record.error:
+            why.append(f"{rule}: the query failed: {record.error}")
+        elif record.dropped:
+            why.append(f"{rule}: values were not finite numbers and were dropped: {record.dropped[:10]}")
+        elif record.result is not None and record.result.samples:
+            why.append(
+                f"{rule}: the query returned {len(record.result.samples)} sample(s), none labelled with a requested "
+                "object: does metricsQuery keep the resource label (by (<<.GroupBy>>))?"
+            )
+        else:
+            why.append(f"{rule}: Prometheus returned no samples for {record.promql}")
+            await _probe(req, record, prometheus, why)
+
+
+async def _probe(
+    req: CustomRequest | ExternalRequest, record: QueryRecord, prometheus: PrometheusAPI, why: list[str]
+) -> None:
+    """Does the series exist at all, and for which objects?"""
+    series, rule = record.source.series, record.source.rule
+    try:
+        total = await prometheus.query(f"count({series})")
+        if not total.samples:
+            why.append(f"Prometheus has no {series} series at all right now")
+            return
+        info = resources.lookup(req.resource.resource, req.resource.group) if isinstance(req, CustomRequest) else None
+        label = rule.label_for(info) if info else None
+        ns_label = rule.namespace_label
+        if info is None or label is None or not info.namespaced or ns_label is None or req.namespace is None:
+            why.append(f"Prometheus has {total.samples[0].value} {series} series, none matching these selectors")
+            return
+        present = await prometheus.query(f"count by ({label}) ({series}{{{matcher(ns_label, '=', req.namespace)}}})")
+        names = sorted(s.labels.get(label, "") for s in present.samples)
+        if not names:
+            why.append(f"Prometheus has {series} series, but none with {ns_label}={req.namespace}")
+        else:
+            why.append(f"{series} series in {req.namespace} exist for {label} in: {', '.join(names[:20])}")
+    except AdapterError as e:
+        why.append(f"could not ask Prometheus why: {e}")
+
+
+def render_text(report: Mapping[str, Any]) -> str:
+    """The report for a terminal."""
+    lines = [f"request: {report['request']}"]
+    d = report["discovery"]
+    lines.append(
+        f"rules: {d['rules']}; last relist: {d['relistedAt'] or 'never'}"
+        + (f"; last error: {d['lastError']}" if d["lastError"] else "")
+    )
+    if "parsed" in report:
+        lines.append("parsed: " + ", ".join(f"{k}={v}" for k, v in report["parsed"].items() if v not in (None, "")))
+    for rule in report.get("rules", []):
+        lines.append(f"rule: {rule['rule']} (series {rule['series']})")
+    if "objects" in report:
+        o = report["objects"]
+        names = o["names"] if o["names"] is not None else []
+        lines.append(
+            f"objects: {o['count'] if o['count'] is not None else 'all'} from {o['source']}: {', '.join(names[:20])}"
+        )
+    for q in report.get("queries", []):
+        lines.append(f"query ({q['rule']}, cache {q['cache']}): {q['promql']}")
+        if "error" in q:
+            lines.append(f"  error: {q['error']}")
+        for s in q.get("samples", []):
+            labels = ",".join(f"{k}={v}" for k, v in sorted(s["labels"].items()))
+            lines.append(f"  {{{labels}}} = {s['value']} @ {s['timestamp']}")
+    lines.append("why:")
+    lines.extend(f"  - {line}" for line in report["why"])
+    return "\n".join(lines)

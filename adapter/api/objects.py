@@ -1,0 +1,181 @@
+"""The JSON objects of the metrics APIs (DESIGN §3.2): every response carries ``kind`` and ``apiVersion``."""
+
+from __future__ import annotations
+
+import functools
+import json
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+from adapter.api.paths import CUSTOM_GROUP, EXTERNAL_GROUP, VERSIONS
+
+
+# values made once per item of an answer are NamedTuples: several times cheaper to make than frozen dataclasses
+class ObjectRef(NamedTuple):
+    kind: str
+    namespace: str | None
+    name: str
+    api_version: str
+
+
+class MetricValue(NamedTuple):
+    described: ObjectRef
+    metric: str
+    selector: Mapping[str, object] | None
+    timestamp: float
+    window: int
+    value: str
+
+
+class ExternalValue(NamedTuple):
+    metric: str
+    labels: Mapping[str, str]
+    timestamp: float
+    value: str
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class ResourceEntry:
+    """One line of an APIResourceList: ``pods/gpu_utilization`` or an external metric name."""
+
+    name: str
+    namespaced: bool
+
+
+@functools.lru_cache(maxsize=256)
+def timestamp(seconds: float) -> str:
+    """RFC 3339 in UTC to the second, as metav1.Time marshals (cached: an answer's samples share a time)."""
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(seconds))
+
+
+def _described(ref: ObjectRef) -> dict[str, str]:
+    out = {"kind": ref.kind}
+    if ref.namespace is not None:
+        out["namespace"] = ref.namespace
+    out["name"] = ref.name
+    out["apiVersion"] = ref.api_version
+    return out
+
+
+def metric_value(version: str, v: MetricValue) -> dict[str, Any]:
+    if version == "v1beta1":
+        return {
+            "describedObject": _described(v.described),
+            "metricName": v.metric,
+            "timestamp": timestamp(v.timestamp),
+            "window": v.window,
+            "value": v.value,
+            "selector": v.selector,
+        }
+    return {
+        "describedObject": _described(v.described),
+        "metric": {"name": v.metric, "selector": v.selector},
+        "timestamp": timestamp(v.timestamp),
+        "windowSeconds": v.window,
+        "value": v.value,
+    }
+
+
+def metric_value_list(version: str, values: Iterable[MetricValue]) -> dict[str, Any]:
+    return {
+        "kind": "MetricValueList",
+        "apiVersion": f"{CUSTOM_GROUP}/{version}",
+        "metadata": {},
+        "items": [metric_value(version, v) for v in values],
+    }
+
+
+def render_metric_value_list(version: str, values: Sequence[MetricValue]) -> bytes:
+    """``metric_value_list`` as compact JSON, written directly: an answer for thousands of pods repeats every field
+    but the name and value, so those parts are encoded once per answer instead of once per item."""
+    parts: dict[tuple[object, ...], list[str]] = {}
+    items = []
+    for v in values:
+        ref = v.described
+        key = (ref.kind, ref.namespace, ref.api_version, v.metric, id(v.selector), v.timestamp, v.window)
+        around = parts.get(key)
+        if around is None:
+            sample = metric_value(version, v._replace(described=ref._replace(name=_MARK), value=_MARK))
+            pieces = _dumps(sample).split(f'"{_MARK}"')
+            if len(pieces) != 3:  # the mark appears elsewhere too: write this answer the plain way
+                return _dumps(metric_value_list(version, values)).encode()
+            around = parts[key] = pieces
+        items.append(f"{around[0]}{_string(ref.name)}{around[1]}{_string(v.value)}{around[2]}")
+    head = _dumps({"kind": "MetricValueList", "apiVersion": f"{CUSTOM_GROUP}/{version}", "metadata": {}})
+    return f'{head[:-1]},"items":[{",".join(items)}]}}'.encode()
+
+
+def external_value_list(version: str, values: Iterable[ExternalValue]) -> dict[str, Any]:
+    return {
+        "kind": "ExternalMetricValueList",
+        "apiVersion": f"{EXTERNAL_GROUP}/{version}",
+        "metadata": {},
+        "items": [
+            {
+                "metricName": v.metric,
+                "metricLabels": dict(v.labels),
+                "timestamp": timestamp(v.timestamp),
+                "value": v.value,
+            }
+            for v in values
+        ],
+    }
+
+
+_MARK = "@@gpuscale-render-mark-7f3c@@"
+_string = json.encoder.encode_basestring
+
+
+def _dumps(body: Any) -> str:
+    return json.dumps(body, separators=(",", ":"), ensure_ascii=False)
+
+
+def status(code: int, reason: str, message: str) -> dict[str, Any]:
+    return {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Failure",
+        "message": message,
+        "reason": reason,
+        "code": code,
+    }
+
+
+def _group_version(group: str, version: str) -> dict[str, str]:
+    return {"groupVersion": f"{group}/{version}", "version": version}
+
+
+def api_group(group: str) -> dict[str, Any]:
+    versions = VERSIONS[group]
+    return {
+        "kind": "APIGroup",
+        "apiVersion": "v1",
+        "name": group,
+        "versions": [_group_version(group, v) for v in versions],
+        "preferredVersion": _group_version(group, versions[0]),
+    }
+
+
+def api_group_list(groups: Sequence[str]) -> dict[str, Any]:
+    return {"kind": "APIGroupList", "apiVersion": "v1", "groups": [_group(g) for g in groups]}
+
+
+def _group(group: str) -> dict[str, Any]:
+    body = api_group(group)
+    return {k: body[k] for k in ("name", "versions", "preferredVersion")}
+
+
+def api_resource_list(group: str, version: str, entries: Iterable[ResourceEntry]) -> dict[str, Any]:
+    kind = "ExternalMetricValueList" if group == EXTERNAL_GROUP else "MetricValueList"
+    return {
+        "kind": "APIResourceList",
+        "apiVersion": "v1",
+        "groupVersion": f"{group}/{version}",
+        "resources": [
+            {"name": e.name, "singularName": "", "namespaced": e.namespaced, "kind": kind, "verbs": ["get"]}
+            for e in entries
+        ],
+    }

@@ -1,0 +1,1 @@
+"""Clients of the systems the adapter reads: Prometheus and the Kubernetes API."""

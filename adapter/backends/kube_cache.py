@@ -1,0 +1,174 @@
+"""Names and labels of pods, namespaces and nodes, kept current by LIST then WATCH (a reflector).
+
+The HPA averages every item a wildcard request returns, so the adapter must know which objects match the request's
+``labelSelector``. Until a resource's first LIST has finished, requests do a live LIST with the selector (answered by
+the API server); after that they are answered from memory. A watch that ends is resumed from the last
+resourceVersion; one whose version is gone (410) starts over with a LIST, while the old objects keep being served.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+
+from cachetools import LRUCache
+
+from adapter.backends.kube_api import KubeMetadataAPI, ObjectMeta
+from adapter.errors import KubernetesError, ResourceExpired
+from adapter.naming import resources
+from adapter.naming.resources import GroupResource, ResourceInfo
+from adapter.query.selectors import Selector
+from adapter.self_metrics import AdapterMetrics
+
+log = logging.getLogger(__name__)
+
+CACHED = (resources.PODS, resources.NAMESPACES, resources.NODES)
+WATCH_TIMEOUT_SECONDS = 300
+WATCH_MIN_SECONDS = 1.0
+
+
+class Reflector:
+    """One resource's objects by namespace and name."""
+
+    def __init__(
+        self,
+        api: KubeMetadataAPI,
+        info: ResourceInfo,
+        metrics: AdapterMetrics,
+        max_backoff: float = 30.0,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.api = api
+        self.info = info
+        self.metrics = metrics
+        self.max_backoff = max_backoff
+        self.sleep = sleep
+        self.clock = clock
+        self.synced = False
+        self.resource_version = ""
+        self._objects: dict[str | None, dict[str, Mapping[str, str]]] = {}
+        self._label = str(info.group_resource)
+        # the HPA asks the same selector every sync period: answers are kept until any object changes
+        self._generation = 0
+        self._answers: LRUCache[tuple[str | None, Selector], tuple[int, list[str]]] = LRUCache(1024)
+
+    def names(self, namespace: str | None, selector: Selector) -> list[str]:
+        """Sorted names of the matching objects; the list is shared, callers must not change it."""
+        key = (namespace if self.info.namespaced else None, selector)
+        hit = self._answers.get(key)
+        if hit is not None and hit[0] == self._generation:
+            return hit[1]
+        by_name = self._objects.get(key[0], {})
+        if not selector:
+            names = sorted(by_name)
+        else:
+            names = sorted(name for name, labels in by_name.items() if selector.matches(labels))
+        self._answers[key] = (self._generation, names)
+        return names
+
+    def __len__(self) -> int:
+        return sum(len(v) for v in self._objects.values())
+
+    def _replace(self, items: list[ObjectMeta]) -> None:
+        objects: dict[str | None, dict[str, Mapping[str, str]]] = {}
+        for item in items:
+            objects.setdefault(self._key(item), {})[item.name] = item.labels
+        self._objects = objects
+        self._generation += 1
+
+    def _key(self, item: ObjectMeta) -> str | None:
+        return item.namespace if self.info.namespaced else None
+
+    async def list_once(self) -> None:
+        listed = await self.api.list(self.info)
+        self._replace(listed.items)
+        self.resource_version = listed.resource_version
+        self.synced = True
+        self.metrics.kube_synced.labels(self._label).set(1)
+        self.metrics.kube_objects.labels(self._label).set(len(self))
+
+    async def watch_once(self) -> int:
+        """Apply one watch stream until it ends; the number of events it carried."""
+        events = 0
+        async for event in self.api.watch(self.info, self.resource_version, WATCH_TIMEOUT_SECONDS):
+            if event.object is not None:
+                by_name = self._objects.setdefault(self._key(event.object), {})
+                if event.type == "DELETED":
+                    by_name.pop(event.object.name, None)
+                else:
+                    by_name[event.object.name] = event.object.labels
+                self._generation += 1
+            if event.resource_version:
+                self.resource_version = event.resource_version
+            events += 1
+        self.metrics.kube_objects.labels(self._label).set(len(self))
+        return events
+
+    async def run(self) -> None:
+        delay = 1.0
+        while True:
+            try:
+                if not self.resource_version:
+                    await self.list_once()
+                started = self.clock()
+                events = await self.watch_once()
+                self.metrics.kube_watch_restarts.labels(self._label, "closed").inc()
+                if events == 0 and self.clock() - started < WATCH_MIN_SECONDS:
+                    # a server (or proxy) that ends watches at once would otherwise be asked again in a tight loop
+                    await self.sleep(delay)
+                    delay = min(delay * 2, self.max_backoff)
+                else:
+                    delay = 1.0
+            except ResourceExpired as e:
+                log.info("%s: %s; listing again", self._label, e)
+                self.metrics.kube_watch_restarts.labels(self._label, "expired").inc()
+                self.resource_version = ""
+            except KubernetesError as e:
+                log.warning("%s: %s; retrying in %.0fs", self._label, e, delay)
+                self.metrics.kube_watch_restarts.labels(self._label, "error").inc()
+                await self.sleep(delay)
+                delay = min(delay * 2, self.max_backoff)
+            except (ValueError, KeyError, TypeError) as e:
+                log.warning("%s: malformed answer from the API server (%s); listing again", self._label, e)
+                self.metrics.kube_watch_restarts.labels(self._label, "error").inc()
+                self.resource_version = ""
+                await self.sleep(delay)
+                delay = min(delay * 2, self.max_backoff)
+
+
+@dataclass(frozen=True)
+class Listing:
+    """Object names for a request, and where they came from (explain shows it)."""
+
+    names: list[str] | None
+    source: str
+
+
+class ObjectLister:
+    """Names of the objects a wildcard request covers: from the watch cache, or a live LIST until it synced."""
+
+    def __init__(self, api: KubeMetadataAPI | None, metrics: AdapterMetrics) -> None:
+        self.api = api
+        self.metrics = metrics
+        self.reflectors: dict[GroupResource, Reflector] = (
+            {info.group_resource: Reflector(api, info, metrics) for info in CACHED} if api else {}
+        )
+
+    @property
+    def synced(self) -> bool:
+        return all(r.synced for r in self.reflectors.values())
+
+    async def names(self, info: ResourceInfo, namespace: str | None, selector: Selector) -> Listing:
+        if self.api is None:
+            return Listing(None, "no Kubernetes API configured: every object Prometheus has a series for")
+        reflector = self.reflectors.get(info.group_resource)
+        if reflector is not None and reflector.synced:
+            return Listing(reflector.names(namespace, selector), "watch cache")
+        self.metrics.kube_live_lists.labels(str(info.group_resource)).inc()
+        listed = await self.api.list(info, namespace if info.namespaced else None, str(selector))
+        why = "cache not synced yet" if reflector is not None else "resource not cached"
+        return Listing(sorted(item.name for item in listed.items), f"live LIST ({why})")

@@ -1,0 +1,1 @@
+"""Settings and rules: flags and environment, prometheus-adapter's rules file."""

@@ -1,0 +1,265 @@
+"""prometheus-adapter's rules file, read unchanged and strictly into frozen rules.
+
+Every key prometheus-adapter knows is accepted (``resourceRules`` too, though this adapter does not serve
+metrics.k8s.io); any other key is an error that names it and where it is. Regexes and templates are compiled
+here, at load time, so a request never meets a broken rule."""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from importlib import resources as package_files
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from adapter.errors import ConfigError
+from adapter.naming import resources
+from adapter.naming.names import LabelResourceMapper, default_as, go_expand
+from adapter.naming.resources import NAMESPACES, ResourceInfo
+from adapter.naming.templates import Struct, Template, TemplateError, compile_template
+from adapter.query.promql import SeriesSelector, parse_series_selector
+
+log = logging.getLogger(__name__)
+
+DEFAULT_RULES = "default-rules.yaml"
+DEFAULT_METRICS_QUERY = "sum(<<.Series>>{<<.LabelMatchers>>}) by (<<.GroupBy>>)"
+_QUERY_SAMPLE = Struct(
+    Series="series",
+    LabelMatchers='a="b"',
+    GroupBy="pod",
+    GroupBySlice=["pod"],
+    LabelValuesByName={"pod": "p"},
+)
+_RESOURCE_SAMPLE = Struct(Group="apps", Resource="deployment")
+
+_TOP_KEYS = {"rules", "externalRules", "resourceRules"}
+_RULE_KEYS = {"seriesQuery", "seriesFilters", "resources", "name", "metricsQuery", "labelValueReplacements"}
+_RESOURCES_KEYS = {"template", "overrides", "namespaced"}
+_RESOURCE_RULES_KEYS = {"cpu", "memory", "window"}
+_RESOURCE_RULE_KEYS = {"containerQuery", "nodeQuery", "resources", "containerLabel"}
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One discovery rule: which series, the resources they describe, their API name, the query for values."""
+
+    where: str
+    external: bool
+    series_query: SeriesSelector
+    filters: tuple[tuple[re.Pattern[str], bool], ...]
+    name_matches: re.Pattern[str]
+    name_as: str
+    mapper: LabelResourceMapper
+    namespaced: bool
+    metrics_query: Template
+    replacements: tuple[tuple[str, str], ...]
+
+    def accepts(self, series: str) -> bool:
+        return all(bool(p.search(series)) == positive for p, positive in self.filters)
+
+    def api_name(self, series: str) -> str | None:
+        m = self.name_matches.search(series)
+        return go_expand(self.name_as, m) if m else None
+
+    def resource_for_label(self, label: str) -> ResourceInfo | None:
+        return self.mapper.resource_for_label(label)
+
+    def label_for(self, info: ResourceInfo) -> str | None:
+        return self.mapper.label_for_resource(info.group_resource)
+
+    @property
+    def namespace_label(self) -> str | None:
+        return self.label_for(NAMESPACES)
+
+    def declared(self) -> tuple[str, str, tuple[ResourceInfo, ...]] | None:
+        """(series, API name, resources) when the rule pins them down without asking Prometheus."""
+        series = self.series_query.literal_name()
+        if series is None or not self.accepts(series):
+            return None
+        name = self.api_name(series)
+        if not name:
+            return None
+        # a namespaced resource needs the namespace label too, as in discovery
+        has_namespace = self.namespace_label is not None
+        infos = tuple(info for info in self.mapper.overrides.values() if has_namespace or not info.namespaced)
+        return series, name, infos
+
+
+@dataclass(frozen=True)
+class RuleSet:
+    source: str
+    digest: str
+    rules: tuple[Rule, ...]
+    external_rules: tuple[Rule, ...]
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """A YAML loader that refuses duplicate keys instead of silently keeping the last one."""
+
+
+def _mapping(loader: _StrictLoader, node: yaml.MappingNode) -> dict[Any, Any]:
+    seen: set[Any] = set()
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node)
+        try:
+            hash(key)
+        except TypeError:
+            raise ConfigError(
+                f"a key at line {key_node.start_mark.line + 1} is a {type(key).__name__}; keys must be names"
+            ) from None
+        if key in seen:
+            raise ConfigError(f"duplicate key {key!r} at line {key_node.start_mark.line + 1}")
+        seen.add(key)
+    return loader.construct_mapping(node)
+
+
+_StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _mapping)
+
+
+def _check(value: Any, kind: type | tuple[type, ...], where: str) -> Any:
+    if not isinstance(value, kind):
+        names = " or ".join(t.__name__ for t in (kind if isinstance(kind, tuple) else (kind,)))
+        raise ConfigError(f"{where}: expected {names}, got {type(value).__name__}")
+    return value
+
+
+def _keys(value: Any, allowed: set[str], where: str) -> Mapping[str, Any]:
+    mapping = _check(value if value is not None else {}, dict, where)
+    for key in mapping:
+        if key not in allowed:
+            raise ConfigError(f"{where}: unknown key {key!r} (known keys: {', '.join(sorted(allowed))})")
+    return mapping  # type: ignore[no-any-return]
+
+
+def _regex(text: Any, where: str) -> re.Pattern[str]:
+    try:
+        return re.compile(_check(text, str, where))
+    except re.error as e:
+        raise ConfigError(f"{where}: invalid regular expression {text!r}: {e}") from e
+
+
+def _parse_rule(raw: Any, where: str, external: bool) -> Rule:
+    spec = _keys(raw, _RULE_KEYS, where)
+    if "seriesQuery" not in spec:
+        raise ConfigError(f"{where}: seriesQuery is required")
+    try:
+        series_query = parse_series_selector(_check(spec["seriesQuery"], str, f"{where}.seriesQuery"))
+    except ValueError as e:
+        raise ConfigError(f"{where}.seriesQuery: {e}") from e
+
+    filters: list[tuple[re.Pattern[str], bool]] = []
+    for i, f in enumerate(_check(spec.get("seriesFilters") or [], list, f"{where}.seriesFilters")):
+        fw = f"{where}.seriesFilters[{i}]"
+        f = _keys(f, {"is", "isNot"}, fw)
+        if bool(f.get("is")) == bool(f.get("isNot")):
+            raise ConfigError(f"{fw}: needs exactly one of 'is' and 'isNot'")
+        filters.append((_regex(f.get("is") or f["isNot"], fw), bool(f.get("is"))))
+
+    name = _keys(spec.get("name"), {"matches", "as"}, f"{where}.name")
+    matches = _regex(name.get("matches") or ".*", f"{where}.name.matches")
+    if name.get("matches"):
+        filters.append((matches, True))
+    try:
+        name_as = _check(name.get("as") or "", str, f"{where}.name.as") or default_as(matches, f"{where}.name")
+    except ValueError as e:
+        raise ConfigError(str(e)) from e
+
+    res = _keys(spec.get("resources"), _RESOURCES_KEYS, f"{where}.resources")
+    overrides: dict[str, ResourceInfo] = {}
+    for label, target in _check(res.get("overrides") or {}, dict, f"{where}.resources.overrides").items():
+        tw = f"{where}.resources.overrides.{label}"
+        target = _keys(target, {"group", "resource"}, tw)
+        resource = _check(target.get("resource"), str, f"{tw}.resource")
+        info = resources.lookup(resource, _check(target.get("group") or "", str, f"{tw}.group"))
+        if info is None:
+            log.warning("%s: %s is not a resource this adapter knows; its metrics are not served", tw, resource)
+            continue
+        overrides[label] = info
+    template = None
+    if res.get("template"):
+        try:
+            template = compile_template(
+                _check(res["template"], str, f"{where}.resources.template"),
+                f"{where}.resources.template",
+                _RESOURCE_SAMPLE,
+            )
+        except TemplateError as e:
+            raise ConfigError(str(e)) from e
+    namespaced = _check(res.get("namespaced", True), bool, f"{where}.resources.namespaced")
+
+    query_text = _check(spec.get("metricsQuery") or "", str, f"{where}.metricsQuery")
+    if not query_text:
+        log.warning("%s: no metricsQuery; using %s", where, DEFAULT_METRICS_QUERY)
+        query_text = DEFAULT_METRICS_QUERY
+    try:
+        metrics_query = compile_template(query_text, f"{where}.metricsQuery", _QUERY_SAMPLE)
+    except TemplateError as e:
+        raise ConfigError(str(e)) from e
+
+    replacements = []
+    for i, r in enumerate(_check(spec.get("labelValueReplacements") or [], list, f"{where}.labelValueReplacements")):
+        r = _keys(r, {"find", "replace"}, f"{where}.labelValueReplacements[{i}]")
+        replacements.append((str(r.get("find") or ""), str(r.get("replace") or "")))
+
+    return Rule(
+        where=where,
+        external=external,
+        series_query=series_query,
+        filters=tuple(filters),
+        name_matches=matches,
+        name_as=name_as,
+        mapper=LabelResourceMapper(overrides, template),
+        namespaced=namespaced,
+        metrics_query=metrics_query,
+        replacements=tuple(replacements),
+    )
+
+
+def _check_resource_rules(raw: Any, where: str) -> None:
+    spec = _keys(raw, _RESOURCE_RULES_KEYS, where)
+    for part in ("cpu", "memory"):
+        rule = _keys(spec.get(part), _RESOURCE_RULE_KEYS, f"{where}.{part}")
+        _keys(rule.get("resources"), _RESOURCES_KEYS, f"{where}.{part}.resources")
+    log.info("%s: accepted but not used; this adapter does not serve metrics.k8s.io", where)
+
+
+def parse_rules(text: str, source: str) -> RuleSet:
+    """Parse rules-file text; ``ConfigError`` names the file, the place and the problem."""
+    try:
+        raw = yaml.load(text, Loader=_StrictLoader)
+    except yaml.YAMLError as e:
+        raise ConfigError(f"{source}: not valid YAML: {e}") from e
+    except ConfigError as e:
+        raise ConfigError(f"{source}: {e}") from e
+    top = _keys(raw, _TOP_KEYS, source)
+    if "resourceRules" in top and top["resourceRules"] is not None:
+        _check_resource_rules(top["resourceRules"], f"{source}: resourceRules")
+    rules = tuple(
+        _parse_rule(r, f"{source}: rules[{i}]", external=False)
+        for i, r in enumerate(_check(top.get("rules") or [], list, f"{source}: rules"))
+    )
+    external = tuple(
+        _parse_rule(r, f"{source}: externalRules[{i}]", external=True)
+        for i, r in enumerate(_check(top.get("externalRules") or [], list, f"{source}: externalRules"))
+    )
+    return RuleSet(source, hashlib.sha256(text.encode()).hexdigest(), rules, external)
+
+
+def default_rules_text() -> str:
+    return package_files.files("adapter").joinpath(DEFAULT_RULES).read_text(encoding="utf-8")
+
+
+def load_rules(path: Path | None) -> RuleSet:
+    """The rules in ``path``, or the built-in GPU rules when no file is given."""
+    if path is None:
+        return parse_rules(default_rules_text(), "built-in default rules")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as e:
+        raise ConfigError(f"cannot read the rules file {path}: {e.strerror}") from e
+    return parse_rules(text, str(path))

@@ -1,0 +1,51 @@
+"""The rules in force, reloaded when their file changes; a broken edit is refused and the old rules stay."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from adapter.config.rules import RuleSet, load_rules
+from adapter.errors import ConfigError
+from adapter.self_metrics import AdapterMetrics
+from adapter.watched_file import WatchedFiles
+
+log = logging.getLogger(__name__)
+
+
+class RulesFile:
+    def __init__(self, path: Path | None, metrics: AdapterMetrics) -> None:
+        self.path = path
+        self.metrics = metrics
+        self._file = WatchedFiles(path)
+        self.rules: RuleSet = load_rules(path)
+        self.last_error: str | None = None
+
+    def reload_if_changed(self) -> bool:
+        """Reload when the file changed since the last look; True when new rules took effect."""
+        return self._file.changed() and self.reload()
+
+    def reload(self) -> bool:
+        if self.path is None:
+            return False
+        try:
+            rules = load_rules(self.path)
+        except ConfigError as e:
+            self.last_error = str(e)
+            self.metrics.config_reloads.labels("error").inc()
+            self.metrics.config_last_reload_successful.set(0)
+            log.error("rules file %s not reloaded, keeping the rules in force: %s", self.path, e)
+            return False
+        self.last_error = None
+        self.metrics.config_last_reload_successful.set(1)
+        if rules.digest == self.rules.digest:
+            return False
+        self.rules = rules
+        self.metrics.config_reloads.labels("success").inc()
+        log.info(
+            "rules file %s reloaded: %d rules, %d external rules",
+            self.path,
+            len(rules.rules),
+            len(rules.external_rules),
+        )
+        return True

@@ -1,0 +1,1 @@
+"""How rules name things: metric names, Go templates, Kubernetes resources."""

@@ -1,0 +1,1 @@
+"""PromQL built from requests, label selectors, Kubernetes quantities: pure functions."""

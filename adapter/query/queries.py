@@ -1,0 +1,92 @@
+"""The PromQL sent for a metric request: a rule's metricsQuery rendered with escaped matchers (pure functions).
+
+The template arguments are prometheus-adapter's: ``Series``, ``LabelMatchers`` (comma-joined matchers),
+``GroupBy``/``GroupBySlice`` (the resource label), ``LabelValuesByName`` (label → values as one regex
+alternation). Unlike prometheus-adapter, values are escaped everywhere: a matcher value only matches itself, and a
+``LabelValuesByName`` entry is already regex- and string-escaped, safe to place inside ``=~"..."``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from adapter.config.rules import Rule
+from adapter.errors import QueryError
+from adapter.naming.resources import ResourceInfo
+from adapter.naming.templates import Struct, TemplateError
+from adapter.query.promql import alternation, matcher, names_matcher_and_alternation, quote, selector_matchers
+from adapter.query.selectors import Op, Selector
+
+
+def _escaped_alternation(values: Sequence[str]) -> str:
+    return quote(alternation(values))[1:-1]
+
+
+def _render(rule: Rule, args: Struct) -> str:
+    try:
+        query = rule.metrics_query.render(args)
+    except TemplateError as e:
+        raise QueryError(f"{rule.where}.metricsQuery: {e}") from e
+    if not query.strip():
+        raise QueryError(f"{rule.where}.metricsQuery produced an empty query")
+    return query
+
+
+def _selector_values(selector: Selector, replacements: Sequence[tuple[str, str]] = ()) -> dict[str, str]:
+    values = {}
+    for r in selector.requirements:
+        if r.op in (Op.EQUALS, Op.DOUBLE_EQUALS, Op.IN, Op.NOT_EQUALS, Op.NOT_IN):
+            replaced = list(r.values)
+            for find, replace in replacements:
+                replaced = [v.replace(find, replace) for v in replaced]
+            values[r.key] = _escaped_alternation(replaced)
+    return values
+
+
+def custom_query(
+    rule: Rule,
+    series: str,
+    info: ResourceInfo,
+    namespace: str | None,
+    names: Sequence[str] | None,
+    metric_selector: Selector,
+) -> str:
+    """The query for ``series`` on objects ``names`` (None: every object) of ``info``, in ``namespace``."""
+    resource_label = rule.label_for(info)
+    if resource_label is None:
+        raise QueryError(f"{rule.where} maps no label to {info.group_resource}")
+    matchers = selector_matchers(metric_selector)
+    values = _selector_values(metric_selector)
+    if namespace is not None and info.namespaced:
+        ns_label = rule.namespace_label
+        if ns_label is None:
+            raise QueryError(f"{rule.where} maps no label to namespaces, so it cannot answer for {info.group_resource}")
+        matchers.append(matcher(ns_label, "=", namespace))
+        values[ns_label] = _escaped_alternation([namespace])
+    if names is None:
+        matchers.append(matcher(resource_label, "!=", ""))
+    else:
+        names_part, values[resource_label] = names_matcher_and_alternation(resource_label, names)
+        matchers.append(names_part)
+    args = Struct(
+        Series=series,
+        LabelMatchers=",".join(matchers),
+        GroupBy=resource_label,
+        GroupBySlice=[resource_label],
+        LabelValuesByName=values,
+    )
+    return _render(rule, args)
+
+
+def external_query(rule: Rule, series: str, namespace: str, metric_selector: Selector) -> str:
+    """The query for an external metric; the namespace is added unless the rule says ``namespaced: false``."""
+    matchers = selector_matchers(metric_selector, "labelSelector")
+    values = _selector_values(metric_selector, rule.replacements)
+    ns_label = rule.namespace_label
+    if rule.namespaced and ns_label is not None:
+        matchers.append(matcher(ns_label, "=", namespace))
+        values[ns_label] = _escaped_alternation([namespace])
+    args = Struct(
+        Series=series, LabelMatchers=",".join(matchers), GroupBy="", GroupBySlice=[], LabelValuesByName=values
+    )
+    return _render(rule, args)

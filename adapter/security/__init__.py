@@ -1,0 +1,1 @@
+"""Who may ask: serving TLS, delegated authentication and authorization, their reviews and caches."""

@@ -1,0 +1,131 @@
+"""The authentication configuration in force: CA files from flags, re-read when they change, and ConfigMap
+``kube-system/extension-apiserver-authentication``, listed then watched so a rotated CA takes effect without a
+restart.
+
+Until the ConfigMap has been read (when it is needed), nothing is authenticated: requests get 503 and ``/readyz``
+says why. A change that does not parse keeps the configuration in force, and is logged and counted. Every change
+that does parse is handed to ``on_change`` (the TLS handshake's trusted CAs follow it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Mapping
+
+from adapter.backends.auth_api import AuthAPI, ConfigMapState
+from adapter.errors import ConfigError, KubernetesError, ResourceExpired
+from adapter.security.auth_config import CONFIGMAP, AuthenticationConfig, AuthSettings, build_config
+from adapter.self_metrics import AdapterMetrics
+from adapter.watched_file import WatchedFiles
+
+log = logging.getLogger(__name__)
+
+WATCH_TIMEOUT_SECONDS = 300
+
+
+class AuthConfigSource:
+    def __init__(
+        self,
+        settings: AuthSettings,
+        api: AuthAPI | None,
+        metrics: AdapterMetrics,
+        on_change: Callable[[AuthenticationConfig], None] = lambda _: None,
+        max_backoff: float = 30.0,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    ) -> None:
+        self.settings = settings
+        self.api = api
+        self.metrics = metrics
+        self.on_change = on_change
+        self.max_backoff = max_backoff
+        self.sleep = sleep
+        self.config: AuthenticationConfig | None = None
+        self.error: str | None = None
+        self._configmap: Mapping[str, str] | None = None
+        self._files = WatchedFiles(settings.client_ca_file, settings.requestheader_client_ca_file)
+        if not settings.needs_configmap:
+            # flags alone: a file that cannot be read stops the start (ConfigError), as a bad flag does
+            self._use(build_config(settings, None))
+
+    @property
+    def loaded(self) -> bool:
+        return self.config is not None
+
+    def _use(self, config: AuthenticationConfig) -> None:
+        first = self.config is None
+        self.config = config
+        self.error = None
+        self.metrics.auth_config_loaded.set(1)
+        if not first:
+            self.metrics.auth_config_reloads.labels("success").inc()
+        sources = ", ".join(b.source for b in config.bundles) or "no client CA at all: bearer tokens only"
+        log.info("authentication configuration %s: %s", "loaded" if first else "reloaded", sources)
+        self.on_change(config)
+
+    def _refresh(self) -> None:
+        try:
+            config = build_config(self.settings, self._configmap)
+        except ConfigError as e:
+            self.error = str(e)
+            self.metrics.auth_config_reloads.labels("error").inc()
+            kept = "keeping the configuration in force" if self.config else "nothing is authenticated until fixed"
+            log.error("authentication configuration refused, %s: %s", kept, e)
+            return
+        if config != self.config:
+            self._use(config)
+
+    def check_files(self) -> None:
+        """Re-read the flags' CA files when they changed (a mounted Secret is swapped, not edited)."""
+        if self._files.changed() and (self.loaded or not self.settings.needs_configmap):
+            self._refresh()
+
+    def _apply(self, state: ConfigMapState) -> None:
+        if not state.changed:
+            return
+        if state.data is None:
+            log.warning(
+                "%s does not exist: client certificates from the cluster's CAs are not accepted, only the CAs of "
+                "flags and bearer tokens",
+                CONFIGMAP,
+            )
+        self._configmap = state.data
+        self._refresh()
+
+    async def watch_configmap(self) -> None:
+        """List, then watch; resume after a watch ends, list again after a 410, back off on errors."""
+        assert self.api is not None
+        delay, resource_version = 1.0, ""
+        while True:
+            try:
+                if not resource_version:
+                    state = await self.api.read_configmap()
+                    self._apply(state)
+                    resource_version = state.resource_version
+                    delay = 1.0
+                events = 0
+                async for state in self.api.watch_configmap(resource_version, WATCH_TIMEOUT_SECONDS):
+                    self._apply(state)
+                    resource_version = state.resource_version or resource_version
+                    events += 1
+                if events == 0:
+                    # a server (or proxy) that ends watches at once would otherwise be asked again in a tight loop
+                    await self.sleep(delay)
+                    delay = min(delay * 2, self.max_backoff)
+                else:
+                    delay = 1.0
+            except ResourceExpired:
+                resource_version = ""
+                continue
+            except (KubernetesError, ValueError, KeyError, TypeError, AttributeError) as e:
+                if not self.loaded:
+                    self.error = f"{CONFIGMAP} not read yet: {e}"
+                log.warning("%s: %s; retrying in %.0fs", CONFIGMAP, e, delay)
+                await self.sleep(delay)
+                delay = min(delay * 2, self.max_backoff)
+                resource_version = ""
+
+    async def watch_files(self, interval: float) -> None:
+        while True:
+            await asyncio.sleep(interval)
+            self.check_files()
