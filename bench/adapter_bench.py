@@ -31,7 +31,7 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from adapter.rules import default_rules_text  # noqa: E402
+from adapter.config.rules import default_rules_text  # noqa: E402
 from tests.adapter.series import Exporter  # noqa: E402
 from tests.fakes.kube_apiserver import FakeKubeAPIServer  # noqa: E402
 from tests.support.prometheus import Prometheus, free_port, run_prometheus  # noqa: E402

@@ -24,8 +24,8 @@ import yaml
 from aiohttp import web
 from aiohttp.typedefs import Handler
 
-from adapter.objects import status
-from adapter.selectors import parse_selector
+from adapter.api.objects import status
+from adapter.query.selectors import parse_selector
 from demo.kube_reviews import Reviews
 
 TOKEN = "fake-token"

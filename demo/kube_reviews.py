@@ -20,7 +20,7 @@ from typing import Any
 
 from aiohttp import web
 
-from adapter.objects import status
+from adapter.api.objects import status
 
 AUTHENTICATION = "authentication.k8s.io/v1"
 AUTHORIZATION = "authorization.k8s.io/v1"

@@ -22,7 +22,7 @@ from typing import Any
 
 import aiohttp
 
-from adapter.quantity import parse_quantity
+from adapter.query.quantity import parse_quantity
 from demo.kube_api import FakeKubeAPIServer
 from demo.kubelet import FakePod, PodResourcesServer
 from demo.prometheus import Prometheus, free_port, run_prometheus
