@@ -22,6 +22,7 @@ WORKDIR /src
 # Only what the wheel is built from, so that edits to tests or docs do not rebuild it.
 COPY pyproject.toml README.md ./
 COPY collector/ collector/
+COPY common/ common/
 COPY adapter/ adapter/
 COPY loadgen/ loadgen/
 COPY demo/ demo/

@@ -22,8 +22,8 @@ test: setup
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
 
 lint: setup
-	$(BIN)/ruff check collector adapter loadgen demo tests bench
-	$(BIN)/ruff format --check collector adapter loadgen demo tests bench
+	$(BIN)/ruff check common collector adapter loadgen demo tests bench
+	$(BIN)/ruff format --check common collector adapter loadgen demo tests bench
 	$(BIN)/mypy
 
 bench: setup

@@ -104,6 +104,11 @@ class KubernetesError(BackendError):
 class ResourceExpired(KubernetesError):
     """HTTP 410 Gone: the resourceVersion a watch started from was compacted away."""
 
+    @staticmethod
+    def caused(error: BaseException) -> bool:
+        """Whether ``error`` is one: what ``common.list_watch`` asks to tell a 410 from other failures."""
+        return isinstance(error, ResourceExpired)
+
 
 class ReviewError(KubernetesError):
     """A review could not be made; the request is refused, never allowed. The detail never holds a credential."""

@@ -7,17 +7,18 @@ collection thread.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 import os
 from collections import Counter
+from collections.abc import AsyncIterator
 from typing import Any, Protocol
+
+from common.list_watch import Restart, list_watch
 
 log = logging.getLogger(__name__)
 
 _WATCH_SECONDS = 300
-_MAX_BACKOFF = 30.0
 
 
 class PodDirectory(Protocol):
@@ -49,7 +50,7 @@ class KubePodDirectory:
             await config.load_kube_config(config_file=self._kubeconfig or os.environ.get("KUBECONFIG"))
 
     async def run(self) -> None:
-        """List, then watch until the watch ends or fails; again, forever (cancel to stop).
+        """List, then watch, forever (``common/list_watch.py``; cancel to stop).
 
         Pods are read as plain JSON, not as typed models: only uid, namespace and name are needed, and the typed
         models cost CPU on every event and reject objects they consider incomplete.
@@ -57,44 +58,51 @@ class KubePodDirectory:
         from kubernetes_asyncio import client, watch
         from kubernetes_asyncio.client.exceptions import ApiException
 
-        backoff = 1.0
         selector = f"spec.nodeName={self._node}"
-        configured = False
-        while True:
-            try:
-                if not configured:
-                    await self._load_config()
-                    configured = True
-                async with client.ApiClient() as api_client:
-                    api = client.CoreV1Api(api_client)
-                    response = await api.list_pod_for_all_namespaces(field_selector=selector, _preload_content=False)
-                    listed = json.loads(await response.read())  # type: ignore[attr-defined]
-                    self._pods = dict(filter(None, (_entry(p) for p in listed.get("items") or [])))
-                    if not self.synced:
-                        log.info("pod directory synced: %d pod(s) on node %s", len(self._pods), self._node)
-                    self.synced = True
-                    backoff = 1.0
-                    async with watch.Watch(return_type="object") as w:
-                        stream = w.stream(
-                            api.list_pod_for_all_namespaces,
-                            field_selector=selector,
-                            resource_version=listed["metadata"]["resourceVersion"],
-                            timeout_seconds=_WATCH_SECONDS,
-                        )
-                        async for event in stream:
-                            self._apply(event["type"], event["raw_object"])
-                continue
-            except asyncio.CancelledError:
-                raise
-            except ApiException as e:
-                if e.status == 410:  # our resourceVersion was compacted away: list again at once
-                    self.errors["Expired"] += 1
-                    continue
-                self._failed(f"HTTP{e.status}", f"{e.status} {e.reason}")
-            except Exception as e:  # config, network, TLS, a malformed answer: try again later, never die
-                self._failed(type(e).__name__, str(e) or repr(e))
-            await asyncio.sleep(backoff)
-            backoff = min(backoff * 2, _MAX_BACKOFF)
+        api_client: Any = None
+
+        async def list_pods() -> str:
+            nonlocal api_client
+            if api_client is None:
+                await self._load_config()
+                api_client = client.ApiClient()
+            api = client.CoreV1Api(api_client)
+            response = await api.list_pod_for_all_namespaces(field_selector=selector, _preload_content=False)
+            listed = json.loads(await response.read())  # type: ignore[attr-defined]
+            self._pods = dict(filter(None, (_entry(p) for p in listed.get("items") or [])))
+            if not self.synced:
+                log.info("pod directory synced: %d pod(s) on node %s", len(self._pods), self._node)
+            self.synced = True
+            return str(listed["metadata"]["resourceVersion"])
+
+        async def watch_pods(version: str) -> AsyncIterator[str]:
+            async with watch.Watch(return_type="object") as w:
+                stream = w.stream(
+                    client.CoreV1Api(api_client).list_pod_for_all_namespaces,
+                    field_selector=selector,
+                    resource_version=version,
+                    timeout_seconds=_WATCH_SECONDS,
+                )
+                async for event in stream:
+                    pod = event["raw_object"]
+                    self._apply(event["type"], pod)
+                    yield str((pod.get("metadata") or {}).get("resourceVersion") or "")
+
+        def restarted(why: Restart, error: BaseException | None) -> None:
+            if why == "expired":  # our resourceVersion was compacted away: listed again at once
+                self.errors["Expired"] += 1
+            elif isinstance(error, ApiException):
+                self._failed(f"HTTP{error.status}", f"{error.status} {error.reason}")
+            elif error is not None:  # config, network, TLS, a malformed answer: tried again later, never fatal
+                self._failed(type(error).__name__, str(error) or repr(error))
+
+        try:
+            await list_watch(
+                list_pods, watch_pods, lambda e: isinstance(e, ApiException) and e.status == 410, restarted
+            )
+        finally:
+            if api_client is not None:
+                await api_client.close()
 
     def _apply(self, kind: str, pod: dict[str, Any]) -> None:
         entry = _entry(pod)

@@ -3,15 +3,17 @@
 The HPA averages every item a wildcard request returns, so the adapter must know which objects match the request's
 ``labelSelector``. Until a resource's first LIST has finished, requests do a live LIST with the selector (answered by
 the API server); after that they are answered from memory. A watch that ends is resumed from the last
-resourceVersion; one whose version is gone (410) starts over with a LIST, while the old objects keep being served.
+resourceVersion; one whose version is gone (410) starts over with a LIST, while the old objects keep being served
+(the loop is ``common/list_watch.py``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import random
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
 
 from cachetools import LRUCache
@@ -22,12 +24,12 @@ from adapter.naming import resources
 from adapter.naming.resources import GroupResource, ResourceInfo
 from adapter.query.selectors import Selector
 from adapter.self_metrics import AdapterMetrics
+from common.list_watch import Restart, list_watch
 
 log = logging.getLogger(__name__)
 
 CACHED = (resources.PODS, resources.NAMESPACES, resources.NODES)
 WATCH_TIMEOUT_SECONDS = 300
-WATCH_MIN_SECONDS = 1.0
 
 
 class Reflector:
@@ -41,6 +43,7 @@ class Reflector:
         max_backoff: float = 30.0,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         clock: Callable[[], float] = time.monotonic,
+        jitter: Callable[[], float] = random.random,
     ) -> None:
         self.api = api
         self.info = info
@@ -48,6 +51,7 @@ class Reflector:
         self.max_backoff = max_backoff
         self.sleep = sleep
         self.clock = clock
+        self.jitter = jitter
         self.synced = False
         self.resource_version = ""
         self._objects: dict[str | None, dict[str, Mapping[str, str]]] = {}
@@ -91,53 +95,47 @@ class Reflector:
         self.metrics.kube_synced.labels(self._label).set(1)
         self.metrics.kube_objects.labels(self._label).set(len(self))
 
-    async def watch_once(self) -> int:
-        """Apply one watch stream until it ends; the number of events it carried."""
-        events = 0
-        async for event in self.api.watch(self.info, self.resource_version, WATCH_TIMEOUT_SECONDS):
-            if event.object is not None:
-                by_name = self._objects.setdefault(self._key(event.object), {})
-                if event.type == "DELETED":
-                    by_name.pop(event.object.name, None)
-                else:
-                    by_name[event.object.name] = event.object.labels
-                self._generation += 1
-            if event.resource_version:
-                self.resource_version = event.resource_version
-            events += 1
-        self.metrics.kube_objects.labels(self._label).set(len(self))
-        return events
+    async def _watch(self, version: str) -> AsyncIterator[str]:
+        """Apply one watch stream's events as they come, yielding each one's resourceVersion."""
+        try:
+            async for event in self.api.watch(self.info, version, WATCH_TIMEOUT_SECONDS):
+                if event.object is not None:
+                    by_name = self._objects.setdefault(self._key(event.object), {})
+                    if event.type == "DELETED":
+                        by_name.pop(event.object.name, None)
+                    else:
+                        by_name[event.object.name] = event.object.labels
+                    self._generation += 1
+                if event.resource_version:
+                    self.resource_version = event.resource_version
+                yield event.resource_version
+        finally:
+            self.metrics.kube_objects.labels(self._label).set(len(self))
+
+    async def _list(self) -> str:
+        await self.list_once()
+        return self.resource_version
+
+    def _restarted(self, why: Restart, error: BaseException | None) -> None:
+        self.metrics.kube_watch_restarts.labels(self._label, why).inc()
+        if why == "expired":
+            log.info("%s: %s; listing again", self._label, error)
+        elif isinstance(error, KubernetesError):
+            log.warning("%s: %s; listing again after a back-off", self._label, error)
+        elif error is not None:
+            log.warning("%s: malformed answer from the API server (%s); listing again", self._label, error)
 
     async def run(self) -> None:
-        delay = 1.0
-        while True:
-            try:
-                if not self.resource_version:
-                    await self.list_once()
-                started = self.clock()
-                events = await self.watch_once()
-                self.metrics.kube_watch_restarts.labels(self._label, "closed").inc()
-                if events == 0 and self.clock() - started < WATCH_MIN_SECONDS:
-                    # a server (or proxy) that ends watches at once would otherwise be asked again in a tight loop
-                    await self.sleep(delay)
-                    delay = min(delay * 2, self.max_backoff)
-                else:
-                    delay = 1.0
-            except ResourceExpired as e:
-                log.info("%s: %s; listing again", self._label, e)
-                self.metrics.kube_watch_restarts.labels(self._label, "expired").inc()
-                self.resource_version = ""
-            except KubernetesError as e:
-                log.warning("%s: %s; retrying in %.0fs", self._label, e, delay)
-                self.metrics.kube_watch_restarts.labels(self._label, "error").inc()
-                await self.sleep(delay)
-                delay = min(delay * 2, self.max_backoff)
-            except (ValueError, KeyError, TypeError) as e:
-                log.warning("%s: malformed answer from the API server (%s); listing again", self._label, e)
-                self.metrics.kube_watch_restarts.labels(self._label, "error").inc()
-                self.resource_version = ""
-                await self.sleep(delay)
-                delay = min(delay * 2, self.max_backoff)
+        await list_watch(
+            self._list,
+            self._watch,
+            ResourceExpired.caused,
+            self._restarted,
+            self.max_backoff,
+            self.sleep,
+            self.clock,
+            self.jitter,
+        )
 
 
 @dataclass(frozen=True)

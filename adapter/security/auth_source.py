@@ -11,13 +11,15 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Mapping
+import random
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 
 from adapter.backends.auth_api import AuthAPI, ConfigMapState
-from adapter.errors import ConfigError, KubernetesError, ResourceExpired
+from adapter.errors import ConfigError, ResourceExpired
 from adapter.security.auth_config import CONFIGMAP, AuthenticationConfig, AuthSettings, build_config
 from adapter.self_metrics import AdapterMetrics
 from adapter.watched_file import WatchedFiles
+from common.list_watch import Restart, list_watch
 
 log = logging.getLogger(__name__)
 
@@ -33,6 +35,7 @@ class AuthConfigSource:
         on_change: Callable[[AuthenticationConfig], None] = lambda _: None,
         max_backoff: float = 30.0,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        jitter: Callable[[], float] = random.random,
     ) -> None:
         self.settings = settings
         self.api = api
@@ -40,6 +43,7 @@ class AuthConfigSource:
         self.on_change = on_change
         self.max_backoff = max_backoff
         self.sleep = sleep
+        self.jitter = jitter
         self.config: AuthenticationConfig | None = None
         self.error: str | None = None
         self._configmap: Mapping[str, str] | None = None
@@ -93,37 +97,30 @@ class AuthConfigSource:
         self._refresh()
 
     async def watch_configmap(self) -> None:
-        """List, then watch; resume after a watch ends, list again after a 410, back off on errors."""
-        assert self.api is not None
-        delay, resource_version = 1.0, ""
-        while True:
-            try:
-                if not resource_version:
-                    state = await self.api.read_configmap()
-                    self._apply(state)
-                    resource_version = state.resource_version
-                    delay = 1.0
-                events = 0
-                async for state in self.api.watch_configmap(resource_version, WATCH_TIMEOUT_SECONDS):
-                    self._apply(state)
-                    resource_version = state.resource_version or resource_version
-                    events += 1
-                if events == 0:
-                    # a server (or proxy) that ends watches at once would otherwise be asked again in a tight loop
-                    await self.sleep(delay)
-                    delay = min(delay * 2, self.max_backoff)
-                else:
-                    delay = 1.0
-            except ResourceExpired:
-                resource_version = ""
-                continue
-            except (KubernetesError, ValueError, KeyError, TypeError, AttributeError) as e:
-                if not self.loaded:
-                    self.error = f"{CONFIGMAP} not read yet: {e}"
-                log.warning("%s: %s; retrying in %.0fs", CONFIGMAP, e, delay)
-                await self.sleep(delay)
-                delay = min(delay * 2, self.max_backoff)
-                resource_version = ""
+        """Read, then watch, forever (``common/list_watch.py``): a 410 reads again, errors back off."""
+        api = self.api
+        assert api is not None
+
+        async def read() -> str:
+            state = await api.read_configmap()
+            self._apply(state)
+            return state.resource_version
+
+        async def watch(version: str) -> AsyncIterator[str]:
+            async for state in api.watch_configmap(version, WATCH_TIMEOUT_SECONDS):
+                self._apply(state)
+                yield state.resource_version
+
+        def restarted(why: Restart, error: BaseException | None) -> None:
+            if why != "error":
+                return
+            if not self.loaded:
+                self.error = f"{CONFIGMAP} not read yet: {error}"
+            log.warning("%s: %s; retrying after a back-off", CONFIGMAP, error)
+
+        await list_watch(
+            read, watch, ResourceExpired.caused, restarted, self.max_backoff, self.sleep, jitter=self.jitter
+        )
 
     async def watch_files(self, interval: float) -> None:
         while True:

@@ -247,7 +247,7 @@ async def test_watches_that_end_at_once_are_retried_with_backoff(tmp_path: Path)
             three.set()
         await asyncio.sleep(0)
 
-    reflector = Reflector(client, resources.PODS, AdapterMetrics(), sleep=sleep, clock=lambda: 0.0)
+    reflector = Reflector(client, resources.PODS, AdapterMetrics(), sleep=sleep, clock=lambda: 0.0, jitter=lambda: 0.0)
     task = asyncio.create_task(reflector.run())
     try:
         await asyncio.wait_for(three.wait(), 10)

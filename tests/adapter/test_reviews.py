@@ -157,7 +157,7 @@ async def test_the_configmap_is_listed_watched_relisted_and_a_broken_change_refu
     def collect(config: AuthenticationConfig) -> None:
         seen.append(config)
 
-    source = AuthConfigSource(AuthSettings(), api, metrics, on_change=collect, sleep=sleep)
+    source = AuthConfigSource(AuthSettings(), api, metrics, on_change=collect, sleep=sleep, jitter=lambda: 0.0)
     assert not source.loaded
     await run_until(source, lambda: len(seen) == 3)
     assert sleeps == [1.0]

@@ -1,0 +1,1 @@
+"""Mechanisms the collector and the adapter both use, written once."""
