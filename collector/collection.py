@@ -7,12 +7,14 @@ on the kubelet. Configuration reloads swap in between cycles, so no scrape sees 
 from __future__ import annotations
 
 import logging
-import os
 import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
+
+from common.watched_file import WatchedFiles
 
 from . import counters as counters_file
 from .counters import Counters
@@ -75,7 +77,7 @@ class Collection:
         self._reader = NvmlReader(nvml, slow_every=max(1, round(slow_interval / interval)), interval=interval)
         self._counters_path = counters_path
         self.counters: Counters = counters_file.load(counters_path)
-        self._counters_mtime = self._mtime()
+        self._counters_file = WatchedFiles(Path(counters_path) if counters_path else None)
         self.interval = interval
         self._common = common_labels
         self._replace_blanks = replace_blanks
@@ -191,21 +193,11 @@ class Collection:
 
     # -- configuration ---------------------------------------------------------------------------------------
 
-    def _mtime(self) -> float | None:
-        if self._counters_path is None:
-            return None
-        try:
-            return os.stat(self._counters_path).st_mtime
-        except OSError:
-            return None
-
     def _maybe_reload(self) -> None:
-        mtime = self._mtime()
-        changed = mtime is not None and mtime != self._counters_mtime
+        changed = self._counters_file.changed()  # a ConfigMap update swaps a symlink: the inode changes too
         if not (self._reload_requested.is_set() or changed):
             return
         self._reload_requested.clear()
-        self._counters_mtime = mtime
         try:
             loaded = counters_file.load(self._counters_path)
         except ConfigError as e:

@@ -8,7 +8,6 @@ within 5 points of that ratio x100 where the GPU has GPM (within 10 points of th
 
 from __future__ import annotations
 
-import re
 import statistics
 import threading
 import time
@@ -17,11 +16,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from prometheus_client.parser import text_string_to_metric_families
+
 from .runner import LoadSpec, run_load
 from .workloads import KINDS, open_device
-
-_SAMPLE = re.compile(r"^([A-Za-z_:][\w:]*)\{([^}]*)\} (\S+)$")
-_LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
 
 
 @dataclass(frozen=True)
@@ -93,13 +91,11 @@ def read_gpu_series(url: str, gpu: str, timeout: float = 5.0) -> dict[str, float
     with urllib.request.urlopen(url, timeout=timeout) as resp:
         text = resp.read().decode()
     out: dict[str, float] = {}
-    for line in text.splitlines():
-        match = _SAMPLE.match(line)
-        if not match:
-            continue
-        labels = dict(_LABEL.findall(match.group(2)))
-        if labels.get("gpu") == gpu and "pod" not in labels and "GPU_I_ID" not in labels:
-            out[match.group(1)] = float(match.group(3))
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            labels = sample.labels
+            if labels.get("gpu") == gpu and "pod" not in labels and "GPU_I_ID" not in labels:
+                out[sample.name] = sample.value
     return out
 
 

@@ -22,7 +22,7 @@ import aiohttp
 
 from adapter.errors import PrometheusError, QueryError
 from adapter.self_metrics import AdapterMetrics
-from adapter.watched_file import WatchedFiles
+from common.watched_file import WatchedFiles
 
 # Above this many bytes of query string a GET is turned into a POST: proxies and Prometheus's own Go server
 # refuse long request lines well before the query is long.

@@ -8,7 +8,7 @@ from pathlib import Path
 from adapter.config.rules import RuleSet, load_rules
 from adapter.errors import ConfigError
 from adapter.self_metrics import AdapterMetrics
-from adapter.watched_file import WatchedFiles
+from common.watched_file import WatchedFiles
 
 log = logging.getLogger(__name__)
 

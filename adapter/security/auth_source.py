@@ -18,8 +18,8 @@ from adapter.backends.auth_api import AuthAPI, ConfigMapState
 from adapter.errors import ConfigError, ResourceExpired
 from adapter.security.auth_config import CONFIGMAP, AuthenticationConfig, AuthSettings, build_config
 from adapter.self_metrics import AdapterMetrics
-from adapter.watched_file import WatchedFiles
 from common.list_watch import Restart, list_watch
+from common.watched_file import WatchedFiles
 
 log = logging.getLogger(__name__)
 

@@ -21,7 +21,7 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 from adapter.config.settings import Settings
 from adapter.errors import ConfigError
 from adapter.self_metrics import AdapterMetrics
-from adapter.watched_file import WatchedFiles
+from common.watched_file import WatchedFiles
 
 log = logging.getLogger(__name__)
 

@@ -1,4 +1,4 @@
-"""Whether a file changed since it was last looked at: the rules file, CA bundles, the serving certificate, tokens.
+"""Whether a file changed since it was last looked at: rules and counters files, CA bundles, certificates, tokens.
 
 A file's identity is its inode, modification time and size. Kubernetes updates a mounted ConfigMap or Secret by
 swapping a symlink; ``stat`` follows it, so the inode changes even when the time and size do not. A file that cannot

@@ -1,9 +1,9 @@
-"""One way to tell a file changed (adapter/watched_file.py), used by the rules file, CA bundles, certificate, token."""
+"""One way to tell a file changed (common/watched_file.py), used by the rules file, CA bundles, certificate, token."""
 
 import os
 from pathlib import Path
 
-from adapter.watched_file import WatchedFiles
+from common.watched_file import WatchedFiles
 
 
 def test_an_unchanged_file_is_not_a_change_and_an_edit_is(tmp_path: Path) -> None:
