@@ -2,7 +2,8 @@
 
 Every error the adapter raises on purpose is an ``AdapterError``. At the HTTP edge each one becomes a
 Kubernetes ``Status`` object with the code and reason below; anything else is a bug, logged in full and
-answered with a generic 500 that carries no traceback::
+answered with a generic 500 that carries no traceback. Errors of aiohttp's routing (405 for a method other than
+GET, 406, 413) become ``Status`` objects at the same edge::
 
     AdapterError
     ├── ConfigError              flags or the rules file are wrong (start-up fails, a reload is refused)
@@ -10,8 +11,7 @@ answered with a generic 500 that carries no traceback::
     │   ├── BadRequest           400 BadRequest: malformed path, selector or parameter
     │   ├── Unauthorized         401 Unauthorized: no credential, or none that checks out
     │   ├── Forbidden            403 Forbidden: a SubjectAccessReview (or its cached answer) denied the request
-    │   ├── NotFound             404 NotFound: unknown path, metric, resource or object
-    │   └── MethodNotAllowed     405 MethodNotAllowed: the metrics APIs are read-only
+    │   └── NotFound             404 NotFound: unknown path, metric, resource or object
     ├── NotConfigured            503 ServiceUnavailable: the adapter was started without what the request needs
     │   └── AuthNotReady         503 ServiceUnavailable: the authentication configuration is not loaded yet
     └── BackendError             a backend failed; the client gets a generic message, the log gets the detail
@@ -68,11 +68,6 @@ class Forbidden(RequestError):
 class NotFound(RequestError):
     code = 404
     reason = "NotFound"
-
-
-class MethodNotAllowed(RequestError):
-    code = 405
-    reason = "MethodNotAllowed"
 
 
 class BackendError(AdapterError):

@@ -26,10 +26,6 @@ class DeviceRef:
     index: int | None = None
     gpu_instance: int | None = None  # a MIG GPU instance of the GPU named by gpu_uuid or minor
 
-    @property
-    def is_mig(self) -> bool:
-        return self.mig_uuid is not None or self.gpu_instance is not None
-
 
 def parse_device_id(device_id: str) -> DeviceRef | None:
     """The device an ID names, or None for a form this collector does not know."""

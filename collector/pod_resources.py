@@ -145,7 +145,6 @@ class PodResourcesWatcher:
         self._clock = clock
         self._map = PodMap()
         self.errors: Counter[str] = Counter()
-        self.refreshes = 0
         self._last_error = ""
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -178,7 +177,6 @@ class PodResourcesWatcher:
         if self._last_error:
             log.info("pod-resources answers again on %s", self._client.socket_path)
             self._last_error = ""
-        self.refreshes += 1
         self._map = PodMap(tuple(assignments), self._clock())
 
     def start(self) -> None:

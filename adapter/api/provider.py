@@ -50,7 +50,6 @@ class QueryRecord:
     error: str = ""
     kept: list[str] = field(default_factory=list)
     dropped: list[tuple[str, str]] = field(default_factory=list)
-    unmatched: int = 0
 
 
 @dataclass
@@ -198,8 +197,6 @@ class Provider:
             for sample in result.samples:
                 name = sample.labels.get(label)
                 if name is None or owner.get(name) != index:
-                    if record and (not name or name not in owner):
-                        record.unmatched += 1
                     continue
                 # the owner answered: later samples for the name (a metricsQuery without aggregation) are ignored
                 owner[name] = -1

@@ -7,7 +7,6 @@ queries, label names and label values, each filtered with ``match[]``. Long quer
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import json
 import ssl
@@ -204,9 +203,3 @@ def _sample(item: Any) -> Sample:
         return Sample(item["metric"], float(ts), value if type(value) is str else str(value))
     except (KeyError, TypeError, ValueError) as e:
         raise PrometheusError(f"Prometheus returned a malformed sample: {item!r}") from e
-
-
-async def wait_closed(session: aiohttp.ClientSession) -> None:
-    """Close a session and give its connections a moment to shut, as aiohttp recommends."""
-    await session.close()
-    await asyncio.sleep(0)

@@ -201,7 +201,3 @@ def window_seconds(query: str) -> int | None:
     """The longest range-vector window in a query (``rate(x[2m])`` → 120), or None for an instant query."""
     windows = [duration_seconds(m.group(1)) for m in _RANGE.finditer(query)]
     return int(max(windows)) if windows else None
-
-
-def valid_metric_name(name: str) -> bool:
-    return bool(_METRIC_NAME.match(name))

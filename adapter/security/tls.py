@@ -179,9 +179,3 @@ def serving_tls(settings: Settings) -> ServingTLS | None:
         return None
     cert, key = serving_files(settings)
     return ServingTLS(cert, key, settings.tls_min_version, request_certs=not settings.insecure_disable_auth)
-
-
-def server_context(settings: Settings) -> ssl.SSLContext | None:
-    """None for plain HTTP (--insecure-serve-http)."""
-    serving = serving_tls(settings)
-    return serving.context if serving else None

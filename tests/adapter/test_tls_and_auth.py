@@ -32,8 +32,9 @@ def test_a_certificate_is_made_once_in_the_cert_dir_and_reused(tmp_path: Path) -
     first = cert.read_bytes()
     assert tls.serving_files(settings) == (cert, key)
     assert cert.read_bytes() == first
-    ctx = tls.server_context(settings)
-    assert isinstance(ctx, ssl.SSLContext)
+    serving = tls.serving_tls(settings)
+    assert serving is not None
+    assert isinstance(serving.context, ssl.SSLContext)
 
 
 def test_given_files_are_used_and_plain_http_needs_none(tmp_path: Path) -> None:
@@ -42,9 +43,9 @@ def test_given_files_are_used_and_plain_http_needs_none(tmp_path: Path) -> None:
     (tmp_path / "k.pem").write_bytes(key_pem)
     settings = Settings(tls_cert_file=tmp_path / "c.pem", tls_key_file=tmp_path / "k.pem")
     assert tls.serving_files(settings) == (tmp_path / "c.pem", tmp_path / "k.pem")
-    assert tls.server_context(Settings(insecure_serve_http=True)) is None
+    assert tls.serving_tls(Settings(insecure_serve_http=True)) is None
     with pytest.raises(ConfigError, match="cannot load the serving certificate"):
-        tls.server_context(Settings(tls_cert_file=tmp_path / "k.pem", tls_key_file=tmp_path / "c.pem"))
+        tls.serving_tls(Settings(tls_cert_file=tmp_path / "k.pem", tls_key_file=tmp_path / "c.pem"))
 
 
 def test_incluster_auth_uses_the_service_account_unless_flags_say_otherwise() -> None:
