@@ -25,7 +25,6 @@ COPY collector/ collector/
 COPY common/ common/
 COPY adapter/ adapter/
 COPY loadgen/ loadgen/
-COPY demo/ demo/
 # gpuscale's wheel and one for every dependency (all publish manylinux wheels: no compiler needed)
 RUN python -m pip wheel --no-cache-dir --wheel-dir /wheels .
 

@@ -74,6 +74,8 @@ def test_the_build_context_is_the_package_sources_only() -> None:
     assert "collector/default-counters.csv" in files
     assert "adapter/default-rules.yaml" in files
     assert not [f for f in files if f.startswith(("tests/", ".venv/", ".git/")) or "__pycache__" in f]
+    # the demo's stand-ins (a fake API server with a fixed token, a fake kubelet) must never ship
+    assert not [f for f in files if f.startswith("demo/")]
 
 
 def test_the_dockerignore_reading_can_leave_files_out() -> None:
@@ -147,3 +149,4 @@ def test_the_wheel_builds_from_the_build_context(tmp_path: Path) -> None:
         assert f"{script} = {target}" in entry_points
     for data in ("collector/default-counters.csv", "adapter/default-rules.yaml", "collector/podresources/api_pb2.py"):
         assert data in names, f"{data} is missing from the wheel"
+    assert not [n for n in names if n.startswith(("demo/", "tests/"))], "stand-ins are in the wheel"
