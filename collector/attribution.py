@@ -13,14 +13,14 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import Any
 
 from .cgroups import CgroupReader, ProcessGone
 from .exposition import Family, Labels
 from .nvml_reader import CycleResult, DeviceReading
 from .pod_directory import PodDirectory
-from .pod_resources import Assignment, Owner, PodMap, PodResourcesWatcher
+from .pod_resources import Assignment, Owner, PodResourcesWatcher
 from .process_sampler import ProcessSampler
 from .self_metrics import PREFIX
 from .series import Series, gpu_labels
@@ -79,24 +79,23 @@ class Attribution:
     def __init__(
         self,
         nvml: Any,
-        pod_map: Callable[[], PodMap],
+        watcher: PodResourcesWatcher,
         directory: PodDirectory | None,
         cgroups: CgroupReader,
         sampler: ProcessSampler | None,
         replace_blanks: bool = False,
     ) -> None:
         self._nvml = nvml
-        self._pod_map = pod_map
+        self.watcher = watcher  # the kubelet's pod-resources map, refreshed on its own thread
         self._directory = directory
         self._cgroups = cgroups
         self._sampler = sampler
         self._replace_blanks = replace_blanks
         self.shared_gpus = 0
         self.unattributable = 0
-        self.watcher: PodResourcesWatcher | None = None
 
     def __call__(self, result: CycleResult) -> list[Series]:
-        owners = resolve(self._pod_map().assignments, result.readings)
+        owners = resolve(self.watcher.current.assignments, result.readings)
         shared = {
             r.gpu.index: r
             for r in result.readings
@@ -201,21 +200,20 @@ class Attribution:
                 )
             )
         watcher = self.watcher
-        if watcher is not None:
+        out.append(
+            one("pod_mapping_up", "gauge", "1 when the kubelet's pod-resources map is fresh.", float(watcher.fresh))
+        )
+        age = watcher.age()
+        if age is not None:
+            out.append(one("pod_mapping_age_seconds", "gauge", "Seconds since the pod map was refreshed.", age))
+        errors: Counter[str] = watcher.errors
+        if errors:
             out.append(
-                one("pod_mapping_up", "gauge", "1 when the kubelet's pod-resources map is fresh.", float(watcher.fresh))
-            )
-            age = watcher.age()
-            if age is not None:
-                out.append(one("pod_mapping_age_seconds", "gauge", "Seconds since the pod map was refreshed.", age))
-            errors: Counter[str] = watcher.errors
-            if errors:
-                out.append(
-                    Family(
-                        PREFIX + "pod_mapping_errors_total",
-                        "counter",
-                        "pod-resources refreshes that failed, by kind.",
-                        tuple(((("kind", k),), float(n)) for k, n in sorted(errors.items())),
-                    )
+                Family(
+                    PREFIX + "pod_mapping_errors_total",
+                    "counter",
+                    "pod-resources refreshes that failed, by kind.",
+                    tuple(((("kind", k),), float(n)) for k, n in sorted(errors.items())),
                 )
+            )
         return out

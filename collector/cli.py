@@ -19,7 +19,7 @@ from .cgroups import CgroupReader
 from .collection import Collection
 from .errors import ConfigError
 from .pod_directory import KubePodDirectory, PodDirectory
-from .pod_resources import PodMap, PodResourcesClient, PodResourcesWatcher
+from .pod_resources import PodResourcesClient, PodResourcesWatcher
 from .process_sampler import ProcessSampler
 from .server import create_app
 from .settings import Settings, parse_settings
@@ -101,28 +101,26 @@ class Node:
 def build_node(settings: Settings, nvml: Any, simulated: bool, directory: PodDirectory | None = None) -> Node:
     """The collection, and with -k the pod mapping: pod-resources watcher, process sampler, pod directory."""
     common = (("Hostname", settings.hostname),) if settings.hostname else ()
-    node = Node(Collection(nvml, settings.collectors, interval=settings.interval,
-                           slow_interval=settings.slow_interval, common_labels=common,
-                           replace_blanks=settings.replace_blanks,
-                           help_prefix=SIMULATED_HELP if simulated else ""))  # fmt: skip
+
+    def collection(attribution: Attribution | None = None) -> Collection:
+        return Collection(nvml, settings.collectors, interval=settings.interval,
+                          slow_interval=settings.slow_interval, common_labels=common,
+                          replace_blanks=settings.replace_blanks, help_prefix=SIMULATED_HELP if simulated else "",
+                          attach=attribution, extra_families=attribution.families if attribution else None)  # fmt: skip
+
     if not settings.kubernetes:
-        return node
+        return Node(collection())
     client = PodResourcesClient(
         settings.pod_resources_socket, settings.resource_names, timeout=settings.pod_resources_timeout
     )
-    node.watcher = PodResourcesWatcher(client, refresh=settings.pod_resources_refresh)
-    node.sampler = ProcessSampler(nvml, window=settings.shared_window)
-    if directory is None:
-        node.directory = KubePodDirectory(settings.node_name, settings.kubeconfig)
-        directory = node.directory
+    watcher = PodResourcesWatcher(client, refresh=settings.pod_resources_refresh)
+    sampler = ProcessSampler(nvml, window=settings.shared_window)
+    own_directory = KubePodDirectory(settings.node_name, settings.kubeconfig) if directory is None else None
     attribution = Attribution(
-        nvml, lambda: node.watcher.current if node.watcher else PodMap(), directory,
-        CgroupReader(settings.proc_root), node.sampler, replace_blanks=settings.replace_blanks,
+        nvml, watcher, directory or own_directory, CgroupReader(settings.proc_root), sampler,
+        replace_blanks=settings.replace_blanks,
     )  # fmt: skip
-    attribution.watcher = node.watcher
-    node.collection.attach = attribution
-    node.collection.extra_families = attribution.families
-    return node
+    return Node(collection(attribution), watcher, sampler, own_directory)
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -82,8 +82,8 @@ class Collection:
         self._common = common_labels
         self._replace_blanks = replace_blanks
         self._help_prefix = help_prefix
-        self.attach: Attach = attach or (lambda result: device_series(result.readings, self._replace_blanks))
-        self.extra_families: Callable[[], list[Family]] = extra_families or list
+        self._attach: Attach = attach or (lambda result: device_series(result.readings, self._replace_blanks))
+        self._extra_families: Callable[[], list[Family]] = extra_families or list
         self._clock = clock
         self.stats = SelfStats()
         self._open = False
@@ -130,7 +130,7 @@ class Collection:
             return delay
         wall, cpu = time.perf_counter(), time.thread_time()
         result = self._reader.read(self.counters.fields)
-        series = self.attach(result)
+        series = self._attach(result)
         families = gpu_families(
             series,
             self.counters,
@@ -189,7 +189,7 @@ class Collection:
             len(self._reader.gpus) if self._open else 0,
             self._reader.point_sampled,
         )
-        self.latest = Exposition([*families, *self.extra_families(), *own], self._clock())
+        self.latest = Exposition([*families, *self._extra_families(), *own], self._clock())
 
     # -- configuration ---------------------------------------------------------------------------------------
 

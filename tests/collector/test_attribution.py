@@ -56,8 +56,7 @@ def build(tmp_path: Path, nvml: object, clock: Clock, synced: bool = True) -> No
     sampler = ProcessSampler(nvml, window=10.0, clock=clock)
     procs = proc_tree.ProcTree(tmp_path / "proc")
     directory = StaticPodDirectory({uid: ("ml", name) for name, uid in UIDS.items()}, synced=synced)
-    attribution = Attribution(nvml, lambda: watcher.current, directory, CgroupReader(str(procs.root)), sampler)
-    attribution.watcher = watcher
+    attribution = Attribution(nvml, watcher, directory, CgroupReader(str(procs.root)), sampler)
     collection = Collection(nvml, None, attach=attribution, extra_families=attribution.families, clock=clock)
     return Node(nvml, kubelet, watcher, sampler, collection, clock, procs)
 
@@ -174,8 +173,7 @@ def test_no_socket_means_series_without_pod_labels_and_a_self_metric(
     clock = Clock()
     nvml = SimulatedNvml(1, clock=clock, wall_clock=clock)
     watcher = PodResourcesWatcher(PodResourcesClient(str(tmp_path / "missing.sock")), clock=clock)
-    attribution = Attribution(nvml, lambda: watcher.current, None, CgroupReader(str(tmp_path)), None)
-    attribution.watcher = watcher
+    attribution = Attribution(nvml, watcher, None, CgroupReader(str(tmp_path)), None)
     collection = Collection(nvml, None, attach=attribution, extra_families=attribution.families, clock=clock)
     for _ in range(3):
         watcher.refresh_once()

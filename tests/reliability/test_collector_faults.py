@@ -60,8 +60,7 @@ def test_random_faults_never_break_a_scrape_nor_turn_a_counter_back(tmp_path: Pa
     now = [0.0]
     watcher = PodResourcesWatcher(PodResourcesClient(socket, timeout=0.5), clock=lambda: now[0])
     sampler = ProcessSampler(nvml, clock=lambda: now[0])
-    attribution = Attribution(nvml, lambda: watcher.current, directory, CgroupReader(str(proc.root)), sampler)
-    attribution.watcher = watcher
+    attribution = Attribution(nvml, watcher, directory, CgroupReader(str(proc.root)), sampler)
     collection = Collection(nvml, None, attach=attribution, extra_families=attribution.families, slow_interval=2.0,
                             clock=lambda: 1_800_000_000 + now[0])  # fmt: skip
     previous: dict[tuple[str, tuple[tuple[str, str], ...]], float] = {}
