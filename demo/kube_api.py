@@ -24,9 +24,8 @@ import yaml
 from aiohttp import web
 from aiohttp.typedefs import Handler
 
-from adapter.api.objects import status
-from adapter.query.selectors import parse_selector
 from demo.kube_reviews import Reviews
+from demo.kube_wire import LabelSelector, SelectorError, status_body
 
 TOKEN = "fake-token"
 _CORE = {"pods": "Pod", "namespaces": "Namespace", "nodes": "Node", "services": "Service", "configmaps": "ConfigMap"}
@@ -213,7 +212,10 @@ class FakeKubeAPIServer:
                 return status_response(410, "Expired", "The provided continue parameter is too old")
             items, rv = self._pages.pop(token)
         else:
-            selector = parse_selector(query.get("labelSelector", ""))
+            try:
+                selector = LabelSelector(query.get("labelSelector", ""))
+            except SelectorError as e:
+                return status_response(400, "BadRequest", str(e))
             items = [
                 obj
                 for (ns, _), obj in sorted(
@@ -241,7 +243,7 @@ class FakeKubeAPIServer:
         await resp.prepare(request)
         since = int(query.get("resourceVersion") or 0)
         if since and since < self.compacted:
-            expired = status(410, "Expired", f"too old resource version: {since} ({self.compacted})")
+            expired = status_body(410, "Expired", f"too old resource version: {since} ({self.compacted})")
             await resp.write(json.dumps({"type": "ERROR", "object": expired}).encode() + b"\n")
             return resp
         watch = _Watch(resource, namespace, query.get("allowWatchBookmarks") == "true", query.get("fieldSelector", ""))
@@ -284,4 +286,4 @@ def _fields_match(obj: dict[str, Any], selector: str) -> bool:
 
 def status_response(code: int, reason: str, message: str) -> web.Response:
     """An error as kube-apiserver sends it: a ``Status`` object with the same code."""
-    return web.json_response(status(code, reason, message), status=code)
+    return web.json_response(status_body(code, reason, message), status=code)

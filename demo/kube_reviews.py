@@ -20,7 +20,7 @@ from typing import Any
 
 from aiohttp import web
 
-from adapter.api.objects import status
+from demo.kube_wire import status_body
 
 AUTHENTICATION = "authentication.k8s.io/v1"
 AUTHORIZATION = "authorization.k8s.io/v1"
@@ -79,7 +79,7 @@ def _any(allowed: tuple[str, ...], value: str) -> bool:
 
 
 def _status(code: int, reason: str, message: str) -> web.Response:
-    return web.json_response(status(code, reason, message), status=code)
+    return web.json_response(status_body(code, reason, message), status=code)
 
 
 class Reviews:

@@ -22,8 +22,8 @@ from typing import Any
 
 import aiohttp
 
-from adapter.query.quantity import parse_quantity
 from demo.kube_api import FakeKubeAPIServer
+from demo.kube_wire import parse_quantity
 from demo.kubelet import FakePod, PodResourcesServer
 from demo.prometheus import Prometheus, free_port, run_prometheus
 

@@ -56,13 +56,3 @@ def format_quantity(value: Decimal) -> str:
         mantissa *= 10 ** (exponent - 18)
         exponent = 18
     return f"{'-' if sign else ''}{mantissa}{_SUFFIXES[exponent]}"
-
-
-def parse_quantity(text: str) -> Decimal:
-    """The inverse of ``format_quantity`` for the DecimalSI forms it writes (used to check round trips)."""
-    suffix = text[-1:] if text[-1:].isalpha() else ""
-    exponent = next((e for e, s in _SUFFIXES.items() if s == suffix), None)
-    if exponent is None:
-        raise ValueError(f"unknown suffix in {text!r}")
-    number = text[: len(text) - len(suffix)]
-    return Decimal(number).scaleb(exponent, context=Context(prec=1000))

@@ -10,8 +10,8 @@ from urllib.parse import quote
 import pytest
 
 from adapter.naming.resources import GroupResource
-from adapter.query.quantity import parse_quantity
 from adapter.query.selectors import parse_selector
+from demo.kube_wire import parse_quantity
 from tests.adapter.conftest import Adapter, eventually, settings_for, wait_until
 from tests.adapter.series import WEIRD_PODS
 from tests.fakes.kube_apiserver import FakeKubeAPIServer

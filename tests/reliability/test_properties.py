@@ -13,12 +13,13 @@ from hypothesis import strategies as st
 from adapter.api.paths import parse_metrics_path
 from adapter.config.rules import parse_rules
 from adapter.errors import AdapterError, RequestError
-from adapter.query.quantity import format_quantity, parse_quantity
+from adapter.query.quantity import format_quantity
 from adapter.query.selectors import parse_selector
 from collector import counters
 from collector.device_ids import parse_device_id
 from collector.errors import ConfigError as CollectorConfigError
 from collector.exposition import Family, render_openmetrics, render_text
+from demo.kube_wire import parse_quantity
 
 settings.register_profile("thorough", max_examples=5000, deadline=None)
 settings.register_profile("default", max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
