@@ -18,8 +18,8 @@ from typing import Any, Protocol
 
 import aiohttp
 
-from adapter.backends.kube_api import new_api_client
-from adapter.errors import KubernetesError, ResourceExpired, ReviewError
+from adapter.backends.kube_api import new_api_client, status_reason, watch_stream
+from adapter.errors import KubernetesError, ReviewError
 from adapter.security.auth_config import CONFIGMAP, CONFIGMAP_NAME, CONFIGMAP_NAMESPACE
 
 TOKEN_REVIEWS = "/apis/authentication.k8s.io/v1/tokenreviews"
@@ -55,14 +55,6 @@ class AuthAPI(Protocol):
 def _data(obj: Any) -> dict[str, str]:
     data = obj.get("data") or {}
     return {str(k): str(v) for k, v in data.items()}
-
-
-def _reason(status: int, body: bytes) -> str:
-    try:
-        reason = json.loads(body).get("reason") or ""
-    except (ValueError, AttributeError):
-        reason = ""
-    return f"HTTP {status}" + (f" {reason}" if reason else "")
 
 
 class KubernetesAuthAPI:
@@ -109,7 +101,7 @@ class KubernetesAuthAPI:
         except (aiohttp.ClientError, OSError) as e:
             raise ReviewError(f"{kind}: the Kubernetes API is unreachable: {e}") from e
         if code not in (200, 201):
-            raise ReviewError(f"{kind}: the Kubernetes API answered {_reason(code, payload)}")
+            raise ReviewError(f"{kind}: the Kubernetes API answered {status_reason(code, payload)}")
         try:
             status = json.loads(payload).get("status")
         except (ValueError, AttributeError):
@@ -131,7 +123,9 @@ class KubernetesAuthAPI:
                 f"{CONFIGMAP_NAMESPACE} to the adapter's service account"
             )
         if code != 200:
-            raise KubernetesError(f"reading the {CONFIGMAP}: the Kubernetes API answered {_reason(code, payload)}")
+            raise KubernetesError(
+                f"reading the {CONFIGMAP}: the Kubernetes API answered {status_reason(code, payload)}"
+            )
         listed = json.loads(payload)
         items = listed.get("items") or []
         rv = str((listed.get("metadata") or {}).get("resourceVersion", ""))
@@ -146,31 +140,16 @@ class KubernetesAuthAPI:
             ("timeoutSeconds", str(timeout_seconds)),
         ]
         limit = aiohttp.ClientTimeout(total=None, sock_connect=self.timeout, sock_read=timeout_seconds + 30)
-        try:
-            resp = await self._call("GET", _CONFIGMAPS, params, None, limit)
-        except (aiohttp.ClientError, OSError, TimeoutError) as e:
-            raise KubernetesError(f"watching the {CONFIGMAP}: {e}") from e
-        try:
-            if resp.status == 410:
-                raise ResourceExpired(f"watching the {CONFIGMAP} from {resource_version}: 410 Gone")
-            if resp.status != 200:
-                raise KubernetesError(f"watching the {CONFIGMAP}: answered {_reason(resp.status, await resp.read())}")
-            async for line in resp.content:
-                if line.strip():
-                    yield _event(line)
-        except (aiohttp.ClientError, TimeoutError) as e:
-            raise KubernetesError(f"watching the {CONFIGMAP}: {e}") from e
-        finally:
-            resp.release()
+        events = watch_stream(
+            lambda: self._call("GET", _CONFIGMAPS, params, None, limit), f"watching the {CONFIGMAP}", resource_version
+        )
+        async for event in events:
+            yield _event(event)
 
 
-def _event(line: bytes) -> ConfigMapState:
-    event = json.loads(line)
+def _event(event: Mapping[str, Any]) -> ConfigMapState:
     kind, obj = event.get("type"), event.get("object") or {}
     rv = str((obj.get("metadata") or {}).get("resourceVersion", ""))
-    if kind == "ERROR":
-        message = f"watching the {CONFIGMAP}: error {obj.get('code')} {obj.get('reason', '')}"
-        raise ResourceExpired(message) if obj.get("code") == 410 else KubernetesError(message)
     if kind == "BOOKMARK":
         return ConfigMapState(None, rv, changed=False)
     return ConfigMapState(None if kind == "DELETED" else _data(obj), rv)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -67,14 +67,47 @@ def parse_object(obj: Any) -> tuple[ObjectMeta, str]:
     )
 
 
-def parse_event(line: bytes) -> WatchEvent:
-    """One line of a watch stream; ERROR events become exceptions, as client-go's reflector treats them."""
-    event = json.loads(line)
+def status_reason(status: int, body: bytes) -> str:
+    """ "HTTP 403 Forbidden": the code and the Status ``reason``, never its message (which may quote the request)."""
+    try:
+        reason = json.loads(body).get("reason") or ""
+    except (ValueError, AttributeError):
+        reason = ""
+    return f"HTTP {status}" + (f" {reason}" if reason else "")
+
+
+async def watch_stream(
+    open_stream: Callable[[], Awaitable[Any]], what: str, resource_version: str
+) -> AsyncIterator[dict[str, Any]]:
+    """The events of one watch response, decoded; 410 (as the answer or as an ERROR event) raises
+    ``ResourceExpired``, any other failure ``KubernetesError`` naming ``what`` with the code and reason only."""
+    try:
+        resp = await open_stream()
+    except (aiohttp.ClientError, OSError, TimeoutError) as e:
+        raise KubernetesError(f"{what}: {e}") from e
+    try:
+        if resp.status == 410:
+            raise ResourceExpired(f"{what} from {resource_version}: 410 Gone")
+        if resp.status != 200:
+            raise KubernetesError(f"{what} answered {status_reason(resp.status, await resp.read())}")
+        async for line in resp.content:
+            if not line.strip():
+                continue
+            event = json.loads(line)
+            if event.get("type") == "ERROR":  # as client-go's reflector treats them
+                obj = event.get("object") or {}
+                message = f"{what}: error {obj.get('code')} {obj.get('reason', '')}"
+                raise ResourceExpired(message) if obj.get("code") == 410 else KubernetesError(message)
+            yield event
+    except (aiohttp.ClientError, TimeoutError) as e:
+        raise KubernetesError(f"{what}: {e}") from e
+    finally:
+        resp.release()
+
+
+def parse_event(event: Mapping[str, Any]) -> WatchEvent:
+    """One decoded watch event (``watch_stream``) of object metadata."""
     kind, obj = event.get("type"), event.get("object") or {}
-    if kind == "ERROR":
-        code = obj.get("code")
-        message = f"watch error {code} {obj.get('reason', '')}: {obj.get('message', '')}"
-        raise ResourceExpired(message) if code == 410 else KubernetesError(message)
     if kind == "BOOKMARK":
         return WatchEvent(kind, None, str((obj.get("metadata") or {}).get("resourceVersion", "")))
     meta, rv = parse_object(obj)
@@ -165,17 +198,10 @@ class KubernetesMetadataAPI:
             ("timeoutSeconds", str(timeout_seconds)),
         ]
         timeout = aiohttp.ClientTimeout(total=None, sock_connect=self.request_timeout, sock_read=timeout_seconds + 30)
-        resp = await self._get(resource.list_path, params, WATCH_ACCEPT, timeout)
-        try:
-            if resp.status == 410:
-                raise ResourceExpired(f"WATCH {resource.list_path} from {resource_version}: 410 Gone")
-            if resp.status != 200:
-                body = await resp.read()
-                raise KubernetesError(f"WATCH {resource.list_path} answered HTTP {resp.status}: {body[:300]!r}")
-            async for line in resp.content:
-                if line.strip():
-                    yield parse_event(line)
-        except (aiohttp.ClientError, TimeoutError) as e:
-            raise KubernetesError(f"WATCH {resource.list_path}: {e}") from e
-        finally:
-            resp.release()
+        events = watch_stream(
+            lambda: self._get(resource.list_path, params, WATCH_ACCEPT, timeout),
+            f"WATCH {resource.list_path}",
+            resource_version,
+        )
+        async for event in events:
+            yield parse_event(event)
