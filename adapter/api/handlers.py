@@ -10,18 +10,15 @@ from typing import Any
 
 from aiohttp import web
 from aiohttp.typedefs import Handler
-from cachetools import LRUCache
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from adapter.api import explain as explaining
 from adapter.api import openapi as documents
 from adapter.api.objects import (
-    MetricValue,
     api_group,
     api_group_list,
     api_resource_list,
     external_value_list,
-    render_metric_value_list,
     status,
 )
 from adapter.api.paths import (
@@ -39,9 +36,6 @@ from adapter.security.auth import DISABLED_WARNING, SECURITY
 log = logging.getLogger(__name__)
 
 ROUTE = web.RequestKey("route", str)
-# rendered answers by the identity of the values they were rendered from (the provider hands back the same list
-# while its cached Prometheus results are the same)
-RENDERED = web.AppKey("rendered", LRUCache)
 _HTTP_REASONS = {
     401: "Unauthorized",
     403: "Forbidden",
@@ -145,15 +139,8 @@ async def metrics_api(request: web.Request) -> web.Response:
             raise NotConfigured("no metrics discovered yet: the rules matched no series in Prometheus")
         return _json(api_resource_list(req.group, req.version, entries))
     if isinstance(req, CustomRequest):
-        items = await c.provider.custom(req)
-        rendered: LRUCache[tuple[str, int], tuple[list[MetricValue], bytes]] = request.app[RENDERED]
-        key = (req.version, id(items))
-        hit = rendered.get(key)
-        if hit is None or hit[0] is not items:
-            hit = (items, render_metric_value_list(req.version, items))
-            if len(items) < 50_000:
-                rendered[key] = hit
-        return web.Response(body=hit[1], content_type="application/json")
+        answer = await c.provider.custom(req)
+        return web.Response(body=answer.body(req.version), content_type="application/json")
     assert isinstance(req, ExternalRequest)
     return _json(external_value_list(req.version, await c.provider.external(req)))
 
@@ -243,7 +230,6 @@ async def openapi_other(request: web.Request) -> web.Response:
 
 
 def add_routes(app: web.Application) -> None:
-    app[RENDERED] = LRUCache(50_000, getsizeof=lambda entry: len(entry[0]) + 1)
     r = app.router
     r.add_get("/apis", apis)
     r.add_get("/apis/", apis)

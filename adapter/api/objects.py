@@ -29,6 +29,21 @@ class MetricValue(NamedTuple):
     value: str
 
 
+class MetricValues(list[MetricValue]):
+    """One answer's values, with its JSON kept per API version: the provider hands back the same answer while
+    nothing it depends on changed, so each answer is rendered once however often it is asked for."""
+
+    def __init__(self, values: Iterable[MetricValue] = ()) -> None:
+        super().__init__(values)
+        self._bodies: dict[str, bytes] = {}
+
+    def body(self, version: str) -> bytes:
+        rendered = self._bodies.get(version)
+        if rendered is None:
+            rendered = self._bodies[version] = render_metric_value_list(version, self)
+        return rendered
+
+
 class ExternalValue(NamedTuple):
     metric: str
     labels: Mapping[str, str]

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from cachetools import LRUCache, TTLCache
 
 from adapter.api.discovery import Catalog, MetricSource
-from adapter.api.objects import ExternalValue, MetricValue, ObjectRef, ResourceEntry
+from adapter.api.objects import ExternalValue, MetricValue, MetricValues, ObjectRef, ResourceEntry
 from adapter.api.paths import CUSTOM_GROUP, EXTERNAL_GROUP, CustomRequest, ExternalRequest
 from adapter.backends.kube_cache import Listing, ObjectLister
 from adapter.backends.prometheus import PrometheusAPI, QueryResult, Sample
@@ -89,7 +89,9 @@ class Provider:
         # one log line per metric and object a minute: a NaN (a division by zero) tends to repeat every request
         self._dropped_logged: TTLCache[tuple[str, str], bool] = TTLCache(10_000, _DROP_LOG_EVERY)
         self._queries: LRUCache[tuple[object, ...], str] = LRUCache(MEMO_QUERY_CHARS, getsizeof=len)
-        self._answers: LRUCache[CustomRequest, tuple[tuple[QueryResult, ...], list[MetricValue]]] = LRUCache(
+        # the last answer to each request, with what it was computed from (the object names and the query
+        # results, both shared objects that are replaced, never changed, when anything changes)
+        self._answers: LRUCache[CustomRequest, tuple[tuple[object, ...], MetricValues]] = LRUCache(
             MEMO_ITEMS, getsizeof=lambda answer: len(answer[1]) + 1
         )
 
@@ -105,7 +107,7 @@ class Provider:
         groups = [CUSTOM_GROUP] if rules.rules else []
         return groups + ([EXTERNAL_GROUP] if rules.external_rules else [])
 
-    async def custom(self, req: CustomRequest, trace: Trace | None = None) -> list[MetricValue]:
+    async def custom(self, req: CustomRequest, trace: Trace | None = None) -> MetricValues:
         gr = req.resource
         info = resources.lookup(gr.resource, gr.group)
         metric = self.catalog().custom_metric(req.metric, info.group_resource) if info else None
@@ -132,7 +134,7 @@ class Provider:
         if trace:
             trace.names = names
         if names == []:
-            return []
+            return MetricValues()
         wanted = set(names) if names is not None else None
         namespace = req.namespace if info.namespaced else None
         # each object is answered by the first source (rule) with a sample for it, finite or not
@@ -150,18 +152,18 @@ class Provider:
             return self._custom_query(source, info, namespace, names, req.metric_selector)
 
         used = await self._fetch(metric.sources, query, claim, trace)
-        results = tuple(result for _, result, _ in used)
+        # a listed answer depends on the listing too (the watch cache hands out one list per state of the objects)
+        depends_on = (names if req.name is None else None, *(result for _, result, _ in used))
         if trace is None:
             memo = self._answers.get(req)
-            # the same cached results give the same answer: skip converting them again
-            if memo is not None and len(memo[0]) == len(results) and all(map(operator.is_, memo[0], results)):
+            if memo is not None and len(memo[0]) == len(depends_on) and all(map(operator.is_, memo[0], depends_on)):
                 return memo[1]
         items = self._convert(req, info, namespace, used, owner)
         if req.name is not None and not items:
             where = f" in namespace {namespace}" if namespace else ""
             raise NotFound(f"the server could not find the metric {req.metric} for {gr} {req.name}{where}")
         if trace is None and len(items) < MEMO_ITEMS:
-            self._answers[req] = (results, items)
+            self._answers[req] = (depends_on, items)
         return items
 
     def _custom_query(
@@ -187,7 +189,7 @@ class Provider:
         namespace: str | None,
         used: list[tuple[MetricSource, QueryResult, QueryRecord | None]],
         owner: dict[str, int],
-    ) -> list[MetricValue]:
+    ) -> MetricValues:
         selector = req.metric_selector.to_label_selector()
         kind, api_version, metric = info.kind, info.api_version, req.metric
         found: dict[str, MetricValue] = {}
@@ -209,7 +211,7 @@ class Provider:
                 found[name] = MetricValue(ref, metric, selector, sample.timestamp, window, value)
                 if record:
                     record.kept.append(name)
-        return [found[n] for n in sorted(found)]
+        return MetricValues(found[n] for n in sorted(found))
 
     async def external(self, req: ExternalRequest, trace: Trace | None = None) -> list[ExternalValue]:
         metric = self.catalog().external_metric(req.metric)
