@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from cachetools import LRUCache, TTLCache
 
-from adapter.api.discovery import Catalog, MetricSource
+from adapter.api.discovery import Catalog, CustomMetric, MetricSource
 from adapter.api.objects import ExternalValue, MetricValue, MetricValues, ObjectRef, ResourceEntry
 from adapter.api.paths import CUSTOM_GROUP, EXTERNAL_GROUP, CustomRequest, ExternalRequest
 from adapter.backends.kube_cache import Listing, ObjectLister
@@ -107,7 +107,8 @@ class Provider:
         groups = [CUSTOM_GROUP] if rules.rules else []
         return groups + ([EXTERNAL_GROUP] if rules.external_rules else [])
 
-    async def custom(self, req: CustomRequest, trace: Trace | None = None) -> MetricValues:
+    def _served(self, req: CustomRequest) -> tuple[ResourceInfo, CustomMetric]:
+        """The resource and metric a request names; NotFound, saying why, when this adapter serves no such thing."""
         gr = req.resource
         info = resources.lookup(gr.resource, gr.group)
         metric = self.catalog().custom_metric(req.metric, info.group_resource) if info else None
@@ -120,17 +121,25 @@ class Provider:
             )
         if not info.namespaced and req.namespace is not None:
             raise NotFound(f"the server could not find the metric {req.metric} for {gr}: {gr} are not namespaced")
-        names: list[str] | None = [req.name] if req.name is not None else None
-        if req.name is None:
-            listing = await self.objects.names(info, req.namespace, req.label_selector)
-            names = listing.names
-            if trace:
-                trace.listing = listing
-            if names is None and req.label_selector:
-                raise NotConfigured(
-                    "labelSelector needs object labels from the Kubernetes API, and this adapter runs without one "
-                    "(give it --lister-kubeconfig, or run it in a cluster)"
-                )
+        return info, metric
+
+    async def _names(self, req: CustomRequest, info: ResourceInfo, trace: Trace | None) -> list[str] | None:
+        """The objects the request covers: its one object, or those its selector matches (None: every object)."""
+        if req.name is not None:
+            return [req.name]
+        listing = await self.objects.names(info, req.namespace, req.label_selector)
+        if trace:
+            trace.listing = listing
+        if listing.names is None and req.label_selector:
+            raise NotConfigured(
+                "labelSelector needs object labels from the Kubernetes API, and this adapter runs without one "
+                "(give it --lister-kubeconfig, or run it in a cluster)"
+            )
+        return listing.names
+
+    async def custom(self, req: CustomRequest, trace: Trace | None = None) -> MetricValues:
+        info, metric = self._served(req)
+        names = await self._names(req, info, trace)
         if trace:
             trace.names = names
         if names == []:
@@ -161,7 +170,7 @@ class Provider:
         items = self._convert(req, info, namespace, used, owner)
         if req.name is not None and not items:
             where = f" in namespace {namespace}" if namespace else ""
-            raise NotFound(f"the server could not find the metric {req.metric} for {gr} {req.name}{where}")
+            raise NotFound(f"the server could not find the metric {req.metric} for {req.resource} {req.name}{where}")
         if trace is None and len(items) < MEMO_ITEMS:
             self._answers[req] = (depends_on, items)
         return items
