@@ -20,6 +20,11 @@ GET, 406, 413) become ``Status`` objects at the same edge::
         └── KubernetesError      503 ServiceUnavailable: the Kubernetes API could not list objects
             ├── ResourceExpired  the watch's resourceVersion is gone (410); the reflector relists
             └── ReviewError      503 ServiceUnavailable: a TokenReview or SubjectAccessReview failed (fail closed)
+
+Raised and handled inside the adapter, never reaching a client as such:
+    NotFinite            a Prometheus value is NaN or infinite: the object is left out of the answer (logged)
+    TemplateError        a metricsQuery or name template does not compile or render: a ConfigError or QueryError
+    CertificateRejected  a client certificate does not chain to a trusted bundle: that authenticator says no
 """
 
 from __future__ import annotations
@@ -120,3 +125,15 @@ class NotConfigured(AdapterError):
 
 class AuthNotReady(NotConfigured):
     """No request is authenticated before the CAs and request-header names are known (fail closed)."""
+
+
+class NotFinite(ValueError):
+    """The value is NaN or infinite and has no quantity form."""
+
+
+class TemplateError(ValueError):
+    """A template that does not compile, or that cannot render with the data given."""
+
+
+class CertificateRejected(Exception):
+    """The certificate does not chain to the bundle, or may not be used by a client."""

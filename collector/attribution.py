@@ -16,7 +16,8 @@ from collections import Counter
 from collections.abc import Iterable
 from typing import Any
 
-from .cgroups import CgroupReader, ProcessGone
+from .cgroups import CgroupReader
+from .errors import ProcessGone
 from .exposition import Family, Labels
 from .nvml_reader import CycleResult, DeviceReading
 from .pod_directory import PodDirectory

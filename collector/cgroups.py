@@ -12,13 +12,11 @@ import logging
 import re
 from pathlib import Path
 
+from .errors import ProcessGone
+
 log = logging.getLogger(__name__)
 
 _POD_UID = re.compile(r"pod([0-9a-fA-F]{8}[-_][0-9a-fA-F]{4}[-_][0-9a-fA-F]{4}[-_][0-9a-fA-F]{4}[-_][0-9a-fA-F]{12})")
-
-
-class ProcessGone(Exception):
-    """The process exited between being listed and being looked up."""
 
 
 class CgroupReader:

@@ -3,6 +3,10 @@
 CollectorError
 ├── ConfigError        a flag, environment variable or counters file is wrong; the message names which and why
 └── NvmlUnavailable    NVML could not start (no driver, no library); the process stays up and retries
+
+Raised and caught inside the collector (each costs one refresh or one process, counted, never the process):
+PodResourcesError      the kubelet's pod-resources call failed; ``kind`` names how (for the error counter)
+ProcessGone            a process exited between being listed and being looked up
 """
 
 
@@ -16,3 +20,13 @@ class ConfigError(CollectorError):
 
 class NvmlUnavailable(CollectorError):
     """NVML did not initialise; the message says why."""
+
+
+class PodResourcesError(Exception):
+    def __init__(self, kind: str, message: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+
+
+class ProcessGone(Exception):
+    """The process exited between being listed and being looked up."""

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import grpc
 
 from .device_ids import DeviceRef, parse_device_id
+from .errors import PodResourcesError
 from .podresources import api_pb2, api_pb2_grpc
 
 log = logging.getLogger(__name__)
@@ -47,12 +48,6 @@ class Assignment:
 class PodMap:
     assignments: tuple[Assignment, ...] = ()
     refreshed_at: float | None = None  # monotonic time of the refresh these assignments came from
-
-
-class PodResourcesError(Exception):
-    def __init__(self, kind: str, message: str) -> None:
-        super().__init__(message)
-        self.kind = kind
 
 
 class PodResourcesClient:

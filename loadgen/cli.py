@@ -7,9 +7,10 @@ import json
 import sys
 from collections.abc import Sequence
 
+from .errors import LoadError
 from .runner import LoadSpec, run_load
 from .validate import read_gpu_series, validate
-from .workloads import KINDS, LoadError
+from .workloads import KINDS
 
 
 def _duty(text: str) -> float:

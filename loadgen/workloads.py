@@ -9,9 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-
-class LoadError(Exception):
-    """The load cannot run here; the message says why (no GPU, no PyTorch, kind unsupported, too little memory)."""
+from .errors import LoadError
 
 
 @dataclass(frozen=True)

@@ -17,11 +17,11 @@ from typing import Any
 
 import yaml
 
-from adapter.errors import ConfigError
+from adapter.errors import ConfigError, TemplateError
 from adapter.naming import resources
 from adapter.naming.names import LabelResourceMapper, default_as, go_expand
 from adapter.naming.resources import NAMESPACES, ResourceInfo
-from adapter.naming.templates import Struct, Template, TemplateError, compile_template
+from adapter.naming.templates import Struct, Template, compile_template
 from adapter.query.promql import SeriesSelector, parse_series_selector
 
 log = logging.getLogger(__name__)

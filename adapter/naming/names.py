@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import re
 
+from adapter.errors import TemplateError
 from adapter.naming import resources
 from adapter.naming.resources import GroupResource, ResourceInfo
-from adapter.naming.templates import Struct, Template, TemplateError
+from adapter.naming.templates import Struct, Template
 
 _EXPAND = re.compile(r"\$(?:\$|\{([A-Za-z0-9_]+)\}|([A-Za-z0-9_]+))")
 

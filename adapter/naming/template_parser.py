@@ -10,10 +10,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-
-class TemplateError(ValueError):
-    """A template that does not compile, or that cannot render with the data given."""
-
+from adapter.errors import TemplateError
 
 FUNCTIONS = frozenset(
     ["index", "len", "not", "and", "or", "eq", "ne", "lt", "le", "gt", "ge", "print", "println", "printf"]

@@ -16,7 +16,8 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from adapter.naming.template_parser import Compiler, Node, TemplateError
+from adapter.errors import TemplateError
+from adapter.naming.template_parser import Compiler, Node
 from adapter.query.promql import quote
 
 __all__ = ["Struct", "Template", "TemplateError", "compile_template"]

@@ -7,12 +7,10 @@ from __future__ import annotations
 
 from decimal import ROUND_HALF_UP, Context, Decimal, InvalidOperation
 
+from adapter.errors import NotFinite
+
 _SUFFIXES = {-9: "n", -6: "u", -3: "m", 0: "", 3: "k", 6: "M", 9: "G", 12: "T", 15: "P", 18: "E"}
 _NANO = Decimal("1e-9")
-
-
-class NotFinite(ValueError):
-    """The value is NaN or infinite and has no quantity form."""
 
 
 def parse_sample_value(text: str) -> Decimal:

@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from adapter.config.rules import Rule
-from adapter.errors import QueryError
+from adapter.errors import QueryError, TemplateError
 from adapter.naming.resources import ResourceInfo
-from adapter.naming.templates import Struct, TemplateError
+from adapter.naming.templates import Struct
 from adapter.query.promql import alternation, matcher, names_matcher_and_alternation, quote, selector_matchers
 from adapter.query.selectors import Op, Selector
 

@@ -12,10 +12,10 @@ import logging
 
 from aiohttp import web
 
-from adapter.errors import AuthNotReady, ReviewError, Unauthorized
+from adapter.errors import AuthNotReady, CertificateRejected, ReviewError, Unauthorized
 from adapter.security.auth_config import AuthenticationConfig
 from adapter.security.auth_source import AuthConfigSource
-from adapter.security.client_certs import BundleVerifier, CertificateRejected
+from adapter.security.client_certs import BundleVerifier
 from adapter.security.front_proxy import FrontProxy
 from adapter.security.identity import User
 from adapter.security.token_review import TokenReviewer, bearer_token

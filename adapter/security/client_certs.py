@@ -19,14 +19,11 @@ from cryptography import x509
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 from cryptography.x509.verification import ExtensionPolicy, PolicyBuilder, Store, VerificationError
 
+from adapter.errors import CertificateRejected
 from adapter.security.auth_config import CABundle
 
 # a verdict is reused for a minute: certificates expire, and a connection may outlive one
 VERDICT_SECONDS = 60.0
-
-
-class CertificateRejected(Exception):
-    """The certificate does not chain to the bundle, or may not be used by a client."""
 
 
 @dataclass(frozen=True)

@@ -15,8 +15,9 @@ from collections.abc import Mapping
 
 from multidict import CIMultiDictProxy
 
+from adapter.errors import CertificateRejected
 from adapter.security.auth_config import RequestHeaderConfig
-from adapter.security.client_certs import BundleVerifier, CertificateRejected
+from adapter.security.client_certs import BundleVerifier
 from adapter.security.identity import User, extra_of
 
 

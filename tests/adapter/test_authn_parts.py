@@ -11,9 +11,9 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.x509.oid import ExtendedKeyUsageOID
 from multidict import CIMultiDict, CIMultiDictProxy
 
-from adapter.errors import ConfigError
+from adapter.errors import CertificateRejected, ConfigError
 from adapter.security.auth_config import AuthSettings, build_config, parse_ca_bundle
-from adapter.security.client_certs import BundleVerifier, CertificateRejected
+from adapter.security.client_certs import BundleVerifier
 from adapter.security.front_proxy import FrontProxy
 from adapter.security.identity import AUTHENTICATED, User
 from adapter.security.token_review import bearer_token, user_of

@@ -4,7 +4,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from adapter.query.quantity import NotFinite, format_quantity, parse_sample_value
+from adapter.errors import NotFinite
+from adapter.query.quantity import format_quantity, parse_sample_value
 from demo.kube_wire import parse_quantity  # independent of the adapter: round trips check one against the other
 
 

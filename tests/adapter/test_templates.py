@@ -1,6 +1,7 @@
 import pytest
 
-from adapter.naming.templates import Struct, Template, TemplateError, compile_template
+from adapter.errors import TemplateError
+from adapter.naming.templates import Struct, Template, compile_template
 
 ARGS = Struct(
     Series="DCGM_FI_DEV_GPU_UTIL",

@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from loadgen.errors import LoadError
 from loadgen.validate import judge, read_gpu_series
-from loadgen.workloads import KINDS, LoadError, open_device
+from loadgen.workloads import KINDS, open_device
 
 ROOT = Path(__file__).resolve().parents[2]
 
