@@ -7,7 +7,7 @@ import json
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any, Literal, NamedTuple, NotRequired, TypedDict
 
 from adapter.api.paths import CUSTOM_GROUP, EXTERNAL_GROUP, VERSIONS
 
@@ -59,22 +59,124 @@ class ResourceEntry:
     namespaced: bool
 
 
+# -- the wire objects, as the metrics APIs' Go types marshal them (DESIGN §3.2) --------------------------------
+
+
+class DescribedObject(TypedDict):
+    kind: str
+    namespace: NotRequired[str]
+    name: str
+    apiVersion: str
+
+
+class MetricIdentifier(TypedDict):
+    name: str
+    selector: Mapping[str, object] | None
+
+
+class MetricValueV1beta1(TypedDict):
+    describedObject: DescribedObject
+    metricName: str
+    timestamp: str
+    window: int
+    value: str
+    selector: Mapping[str, object] | None
+
+
+class MetricValueV1beta2(TypedDict):
+    describedObject: DescribedObject
+    metric: MetricIdentifier
+    timestamp: str
+    windowSeconds: int
+    value: str
+
+
+class ListMeta(TypedDict):
+    pass
+
+
+class MetricValueList(TypedDict):
+    kind: Literal["MetricValueList"]
+    apiVersion: str
+    metadata: ListMeta
+    items: list[MetricValueV1beta1] | list[MetricValueV1beta2]
+
+
+class ExternalMetricValue(TypedDict):
+    metricName: str
+    metricLabels: dict[str, str]
+    timestamp: str
+    value: str
+
+
+class ExternalMetricValueList(TypedDict):
+    kind: Literal["ExternalMetricValueList"]
+    apiVersion: str
+    metadata: ListMeta
+    items: list[ExternalMetricValue]
+
+
+class Status(TypedDict):
+    kind: Literal["Status"]
+    apiVersion: Literal["v1"]
+    metadata: ListMeta
+    status: Literal["Failure"]
+    message: str
+    reason: str
+    code: int
+
+
+class GroupVersion(TypedDict):
+    groupVersion: str
+    version: str
+
+
+class APIGroupEntry(TypedDict):
+    name: str
+    versions: list[GroupVersion]
+    preferredVersion: GroupVersion
+
+
+class APIGroup(APIGroupEntry):
+    kind: Literal["APIGroup"]
+    apiVersion: Literal["v1"]
+
+
+class APIGroupList(TypedDict):
+    kind: Literal["APIGroupList"]
+    apiVersion: Literal["v1"]
+    groups: list[APIGroupEntry]
+
+
+class APIResource(TypedDict):
+    name: str
+    singularName: str
+    namespaced: bool
+    kind: str
+    verbs: list[str]
+
+
+class APIResourceList(TypedDict):
+    kind: Literal["APIResourceList"]
+    apiVersion: Literal["v1"]
+    groupVersion: str
+    resources: list[APIResource]
+
+
 @functools.lru_cache(maxsize=256)
 def timestamp(seconds: float) -> str:
     """RFC 3339 in UTC to the second, as metav1.Time marshals (cached: an answer's samples share a time)."""
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(seconds))
 
 
-def _described(ref: ObjectRef) -> dict[str, str]:
-    out = {"kind": ref.kind}
+def _described(ref: ObjectRef) -> DescribedObject:
+    # key order as the Go type marshals: kind, namespace, name, apiVersion
     if ref.namespace is not None:
-        out["namespace"] = ref.namespace
-    out["name"] = ref.name
-    out["apiVersion"] = ref.api_version
-    return out
+        return {"kind": ref.kind, "namespace": ref.namespace, "name": ref.name, "apiVersion": ref.api_version}
+    return {"kind": ref.kind, "name": ref.name, "apiVersion": ref.api_version}
 
 
-def metric_value(version: str, v: MetricValue) -> dict[str, Any]:
+def metric_value(version: str, v: MetricValue) -> MetricValueV1beta1 | MetricValueV1beta2:
     if version == "v1beta1":
         return {
             "describedObject": _described(v.described),
@@ -93,13 +195,9 @@ def metric_value(version: str, v: MetricValue) -> dict[str, Any]:
     }
 
 
-def metric_value_list(version: str, values: Iterable[MetricValue]) -> dict[str, Any]:
-    return {
-        "kind": "MetricValueList",
-        "apiVersion": f"{CUSTOM_GROUP}/{version}",
-        "metadata": {},
-        "items": [metric_value(version, v) for v in values],
-    }
+def metric_value_list(version: str, values: Iterable[MetricValue]) -> MetricValueList:
+    items: Any = [metric_value(version, v) for v in values]  # all of one version
+    return {"kind": "MetricValueList", "apiVersion": f"{CUSTOM_GROUP}/{version}", "metadata": {}, "items": items}
 
 
 def render_metric_value_list(version: str, values: Sequence[MetricValue]) -> bytes:
@@ -122,7 +220,7 @@ def render_metric_value_list(version: str, values: Sequence[MetricValue]) -> byt
     return f'{head[:-1]},"items":[{",".join(items)}]}}'.encode()
 
 
-def external_value_list(version: str, values: Iterable[ExternalValue]) -> dict[str, Any]:
+def external_value_list(version: str, values: Iterable[ExternalValue]) -> ExternalMetricValueList:
     return {
         "kind": "ExternalMetricValueList",
         "apiVersion": f"{EXTERNAL_GROUP}/{version}",
@@ -147,7 +245,7 @@ def _dumps(body: Any) -> str:
     return json.dumps(body, separators=(",", ":"), ensure_ascii=False)
 
 
-def status(code: int, reason: str, message: str) -> dict[str, Any]:
+def status(code: int, reason: str, message: str) -> Status:
     return {
         "kind": "Status",
         "apiVersion": "v1",
@@ -159,11 +257,11 @@ def status(code: int, reason: str, message: str) -> dict[str, Any]:
     }
 
 
-def _group_version(group: str, version: str) -> dict[str, str]:
+def _group_version(group: str, version: str) -> GroupVersion:
     return {"groupVersion": f"{group}/{version}", "version": version}
 
 
-def api_group(group: str) -> dict[str, Any]:
+def api_group(group: str) -> APIGroup:
     versions = VERSIONS[group]
     return {
         "kind": "APIGroup",
@@ -174,16 +272,16 @@ def api_group(group: str) -> dict[str, Any]:
     }
 
 
-def api_group_list(groups: Sequence[str]) -> dict[str, Any]:
+def api_group_list(groups: Sequence[str]) -> APIGroupList:
     return {"kind": "APIGroupList", "apiVersion": "v1", "groups": [_group(g) for g in groups]}
 
 
-def _group(group: str) -> dict[str, Any]:
+def _group(group: str) -> APIGroupEntry:
     body = api_group(group)
-    return {k: body[k] for k in ("name", "versions", "preferredVersion")}
+    return {"name": body["name"], "versions": body["versions"], "preferredVersion": body["preferredVersion"]}
 
 
-def api_resource_list(group: str, version: str, entries: Iterable[ResourceEntry]) -> dict[str, Any]:
+def api_resource_list(group: str, version: str, entries: Iterable[ResourceEntry]) -> APIResourceList:
     kind = "ExternalMetricValueList" if group == EXTERNAL_GROUP else "MetricValueList"
     return {
         "kind": "APIResourceList",
