@@ -151,7 +151,26 @@ def _parse_rule(raw: Any, where: str, external: bool) -> Rule:
         series_query = parse_series_selector(_check(spec["seriesQuery"], str, f"{where}.seriesQuery"))
     except ValueError as e:
         raise ConfigError(f"{where}.seriesQuery: {e}") from e
+    filters = _series_filters(spec, where)
+    matches, name_as, selects = _name(spec, where)
+    if selects:
+        filters.append((matches, True))  # a given name.matches also selects the series, as in prometheus-adapter
+    mapper, namespaced = _resources(spec, where)
+    return Rule(
+        where=where,
+        external=external,
+        series_query=series_query,
+        filters=tuple(filters),
+        name_matches=matches,
+        name_as=name_as,
+        mapper=mapper,
+        namespaced=namespaced,
+        metrics_query=_metrics_query(spec, where),
+        replacements=_replacements(spec, where),
+    )
 
+
+def _series_filters(spec: Mapping[str, Any], where: str) -> list[tuple[re.Pattern[str], bool]]:
     filters: list[tuple[re.Pattern[str], bool]] = []
     for i, f in enumerate(_check(spec.get("seriesFilters") or [], list, f"{where}.seriesFilters")):
         fw = f"{where}.seriesFilters[{i}]"
@@ -159,16 +178,22 @@ def _parse_rule(raw: Any, where: str, external: bool) -> Rule:
         if bool(f.get("is")) == bool(f.get("isNot")):
             raise ConfigError(f"{fw}: needs exactly one of 'is' and 'isNot'")
         filters.append((_regex(f.get("is") or f["isNot"], fw), bool(f.get("is"))))
+    return filters
 
+
+def _name(spec: Mapping[str, Any], where: str) -> tuple[re.Pattern[str], str, bool]:
+    """``name.matches`` (every name when absent), ``name.as`` (its default derived from matches), and whether
+    matches was given."""
     name = _keys(spec.get("name"), {"matches", "as"}, f"{where}.name")
     matches = _regex(name.get("matches") or ".*", f"{where}.name.matches")
-    if name.get("matches"):
-        filters.append((matches, True))
     try:
         name_as = _check(name.get("as") or "", str, f"{where}.name.as") or default_as(matches, f"{where}.name")
     except ValueError as e:
         raise ConfigError(str(e)) from e
+    return matches, name_as, bool(name.get("matches"))
 
+
+def _resources(spec: Mapping[str, Any], where: str) -> tuple[LabelResourceMapper, bool]:
     res = _keys(spec.get("resources"), _RESOURCES_KEYS, f"{where}.resources")
     overrides: dict[str, ResourceInfo] = {}
     for label, target in _check(res.get("overrides") or {}, dict, f"{where}.resources.overrides").items():
@@ -191,33 +216,26 @@ def _parse_rule(raw: Any, where: str, external: bool) -> Rule:
         except TemplateError as e:
             raise ConfigError(str(e)) from e
     namespaced = _check(res.get("namespaced", True), bool, f"{where}.resources.namespaced")
+    return LabelResourceMapper(overrides, template), namespaced
 
+
+def _metrics_query(spec: Mapping[str, Any], where: str) -> Template:
     query_text = _check(spec.get("metricsQuery") or "", str, f"{where}.metricsQuery")
     if not query_text:
         log.warning("%s: no metricsQuery; using %s", where, DEFAULT_METRICS_QUERY)
         query_text = DEFAULT_METRICS_QUERY
     try:
-        metrics_query = compile_template(query_text, f"{where}.metricsQuery", _QUERY_SAMPLE)
+        return compile_template(query_text, f"{where}.metricsQuery", _QUERY_SAMPLE)
     except TemplateError as e:
         raise ConfigError(str(e)) from e
 
+
+def _replacements(spec: Mapping[str, Any], where: str) -> tuple[tuple[str, str], ...]:
     replacements = []
     for i, r in enumerate(_check(spec.get("labelValueReplacements") or [], list, f"{where}.labelValueReplacements")):
         r = _keys(r, {"find", "replace"}, f"{where}.labelValueReplacements[{i}]")
         replacements.append((str(r.get("find") or ""), str(r.get("replace") or "")))
-
-    return Rule(
-        where=where,
-        external=external,
-        series_query=series_query,
-        filters=tuple(filters),
-        name_matches=matches,
-        name_as=name_as,
-        mapper=LabelResourceMapper(overrides, template),
-        namespaced=namespaced,
-        metrics_query=metrics_query,
-        replacements=tuple(replacements),
-    )
+    return tuple(replacements)
 
 
 def _check_resource_rules(raw: Any, where: str) -> None:
