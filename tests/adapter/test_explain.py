@@ -107,3 +107,16 @@ async def test_self_metrics_count_requests_queries_and_cache_outcomes(adapter: A
     assert samples[("gpuscale_adapter_prometheus_request_duration_seconds_count", (("endpoint", "labels"),))] >= 1
     assert samples[("gpuscale_adapter_kube_cache_synced", (("resource", "pods"),))] == 1
     assert samples[("gpuscale_adapter_discovery_runs_total", (("result", "success"),))] >= 1
+
+
+async def test_a_profiling_metric_on_gpus_without_profiling_counters(adapter: Adapter) -> None:
+    # the test Prometheus has no DCGM_FI_PROF_GR_ENGINE_ACTIVE series, as with GPUs older than Hopper
+    path = f"{CM}/namespaces/ml/pods/*/gpu_engine_active"
+    body = await adapter.get(path, labelSelector="app=trainer")
+    assert body["items"] == []  # declared by the built-in rules, so listed, but no value for any pod
+    single = await adapter.get(f"{CM}/namespaces/ml/pods/trainer-0/gpu_engine_active", status=404)
+    assert single["message"] == (
+        "the server could not find the metric gpu_engine_active for pods trainer-0 in namespace ml"
+    )
+    report = await adapter.get(f"/explain{path}", labelSelector="app=trainer")
+    assert "Prometheus returned no samples" in why(report)
