@@ -149,6 +149,19 @@ class SimulatedNvml:
         """NVML's timestamp (µs since the epoch) of window ``k``: the moment it closed."""
         return int((self._wall_start + (k + 1) * SAMPLE_PERIOD) * 1e6)
 
+    def _kept_after(self, last_seen: int) -> list[tuple[int, int]]:
+        """(window, timestamp) of the closed windows NVML still keeps that are newer than ``last_seen``, newest first.
+
+        Windows before the simulation started (k < 0) are the history a GPU that was already running keeps."""
+        closed = math.floor(self._now() / SAMPLE_PERIOD)
+        kept = []
+        for k in range(closed - 1, closed - 1 - SAMPLE_BUFFER, -1):
+            stamp = self._stamp(k)
+            if stamp <= last_seen:
+                break
+            kept.append((k, stamp))
+        return kept
+
     @staticmethod
     def _not_supported() -> pynvml.NVMLError:
         return pynvml.NVMLError(pynvml.NVML_ERROR_NOT_SUPPORTED)
@@ -205,16 +218,13 @@ class SimulatedNvml:
         }
         if sampling_type not in scale:
             raise self._not_supported()
-        # Windows before ``closed`` are complete; those before the simulation started (k < 0) are the history a
-        # GPU that was already running keeps in its buffer.
-        closed = math.floor(self._now() / SAMPLE_PERIOD)
-        samples = []
-        for k in range(closed - 1, closed - 1 - SAMPLE_BUFFER, -1):
-            stamp = self._stamp(k)
-            if stamp <= last_seen:
-                break
-            value = SimpleNamespace(uiVal=round(scale[sampling_type] * self._window(handle, k)))
-            samples.append(SimpleNamespace(timeStamp=stamp, sampleValue=value))
+        samples = [
+            SimpleNamespace(
+                timeStamp=stamp,
+                sampleValue=SimpleNamespace(uiVal=round(scale[sampling_type] * self._window(handle, k))),
+            )
+            for k, stamp in self._kept_after(last_seen)
+        ]
         if not samples:
             raise pynvml.NVMLError(pynvml.NVML_ERROR_NOT_FOUND)
         return pynvml.NVML_VALUE_TYPE_UNSIGNED_INT, samples[::-1]
@@ -386,13 +396,9 @@ class SimulatedNvml:
 
     def nvmlDeviceGetProcessUtilization(self, handle: Any, last_seen: int) -> list[Any]:
         """The newest sample of each process, as NVML answers: a slower poll misses the ones in between."""
-        closed = math.floor(self._now() / SAMPLE_PERIOD)
         latest: dict[int, Any] = {}
-        for k in range(closed - 1, closed - 1 - SAMPLE_BUFFER, -1):
+        for k, stamp in self._kept_after(last_seen):
             pid = self._window_owner(handle.index, k)
-            stamp = self._stamp(k)
-            if stamp <= last_seen:
-                break
             if pid is not None and pid not in latest:
                 util = self._window(handle, k)
                 latest[pid] = SimpleNamespace(
