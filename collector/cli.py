@@ -22,7 +22,7 @@ from .pod_directory import KubePodDirectory, PodDirectory
 from .pod_resources import PodResourcesClient, PodResourcesWatcher
 from .process_sampler import ProcessSampler
 from .server import create_app
-from .settings import Settings, parse_settings
+from .settings import FLAGS, Settings, parse_settings
 from .simulated import SimulatedNvml
 from .simulation_spec import load_spec
 
@@ -127,7 +127,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     settings = parse_settings(argv)
     configure_logging(settings)
     for flag in settings.ignored:
-        log.info("%s is a DCGM setting and has no effect here", flag)
+        log.info("%s is accepted and has no effect: %s", flag, FLAGS.flags[flag[2:]].ignored)
     try:
         nvml, simulated = choose_nvml(settings)
         node = build_node(settings, nvml, simulated)

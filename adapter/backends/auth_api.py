@@ -19,8 +19,8 @@ from typing import Any, Protocol
 import aiohttp
 
 from adapter.backends.kube_api import new_api_client, status_reason, watch_stream
+from adapter.config.flags import CONFIGMAP, CONFIGMAP_NAME, CONFIGMAP_NAMESPACE
 from adapter.errors import KubernetesError, ReviewError
-from adapter.security.auth_config import CONFIGMAP, CONFIGMAP_NAME, CONFIGMAP_NAMESPACE
 
 TOKEN_REVIEWS = "/apis/authentication.k8s.io/v1/tokenreviews"
 ACCESS_REVIEWS = "/apis/authorization.k8s.io/v1/subjectaccessreviews"

@@ -13,12 +13,13 @@ import ssl
 import time
 import urllib.parse
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple, Protocol
 
 import aiohttp
 
+from adapter.config.flags import default
 from adapter.errors import PrometheusError, QueryError
 from adapter.self_metrics import AdapterMetrics
 from common.watched_file import WatchedFiles
@@ -52,14 +53,14 @@ class PrometheusAPI(Protocol):
 @dataclass(frozen=True)
 class PrometheusConfig:
     url: str = "http://localhost:9090"
-    verb: str = "GET"
-    timeout: float = 10.0
-    discovery_timeout: float = 30.0
-    token_file: Path | None = None
-    ca_file: Path | None = None
-    client_cert_file: Path | None = None
-    client_key_file: Path | None = None
-    headers: tuple[tuple[str, str], ...] = field(default=())
+    verb: str = default("prometheus-verb")
+    timeout: float = default("prometheus-timeout")
+    discovery_timeout: float = 30.0  # label listings take longer than queries; never shorter than the timeout
+    token_file: Path | None = default("prometheus-token-file")
+    ca_file: Path | None = default("prometheus-ca-file")
+    client_cert_file: Path | None = default("prometheus-client-tls-cert-file")
+    client_key_file: Path | None = default("prometheus-client-tls-key-file")
+    headers: tuple[tuple[str, str], ...] = default("prometheus-header")
 
 
 def make_session(config: PrometheusConfig) -> aiohttp.ClientSession:

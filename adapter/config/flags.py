@@ -1,93 +1,175 @@
-"""Flag values as Kubernetes components write them (Go durations, booleans, comma-separated lists), read from parsed
-flags or, when a flag is absent, from its ``GPUSCALE_ADAPTER_*`` environment variable."""
+"""The adapter's flags: one table of prometheus-adapter's flags, the generic Kubernetes API-server flags for
+authentication and authorization, and this adapter's own, each with its ``GPUSCALE_ADAPTER_*`` variable, parser,
+range and default. The settings dataclasses take their defaults from it."""
 
 from __future__ import annotations
 
-import re
-from collections.abc import Mapping
-from pathlib import Path
+import ssl
+import urllib.parse
 from typing import Any
 
-from adapter.errors import ConfigError
+from common.flags import (
+    FlagTable,
+    boolean,
+    choice,
+    duration,
+    flag,
+    integer,
+    optional_path,
+    optional_text,
+    string_list,
+)
 
-ENV_PREFIX = "GPUSCALE_ADAPTER_"
-
-_DURATION_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h)")
-_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
-
-
-def parse_duration(text: str) -> float:
-    """Go's duration syntax (``90s``, ``1m30s``, ``500ms``; ``0``) in seconds."""
-    text = text.strip()
-    if text == "0":
-        return 0.0
-    if not text or _DURATION_PART.sub("", text):
-        raise ValueError(f"{text!r} is not a duration like 30s, 1m30s or 500ms")
-    return sum(float(n) * _UNITS[u] for n, u in _DURATION_PART.findall(text))
-
-
-def parse_bool(text: str) -> bool:
-    lowered = text.strip().lower()
-    if lowered in ("1", "t", "true", "yes", "y", "on"):
-        return True
-    if lowered in ("0", "f", "false", "no", "n", "off"):
-        return False
-    raise ValueError(f"{text!r} is not a boolean (true or false)")
+# where kube-apiserver publishes the client CAs for extension API servers (DESIGN §3.4)
+CONFIGMAP_NAMESPACE, CONFIGMAP_NAME = "kube-system", "extension-apiserver-authentication"
+CONFIGMAP = f"ConfigMap {CONFIGMAP_NAMESPACE}/{CONFIGMAP_NAME}"
+# the paths Kubernetes API servers answer without authorization (--authorization-always-allow-paths)
+HEALTH_PATHS = ("/healthz", "/readyz", "/livez")
 
 
-def dest(flag: str) -> str:
-    return flag.replace("-", "_")
+def prometheus_url(text: str) -> str | None:
+    parsed = urllib.parse.urlsplit(text)
+    if text and (parsed.scheme not in ("http", "https") or not parsed.netloc):
+        raise ValueError(f"{text!r} is not an http:// or https:// URL")
+    return text or None
 
 
-def env_name(flag: str) -> str:
-    return ENV_PREFIX + dest(flag).upper()
+def verb(text: str) -> str:
+    return str(choice("GET", "POST")(text.upper()))
 
 
-class FlagValues:
-    """Typed, checked access to parsed flags; every error names the flag, its variable and the valid values."""
+def headers(text: str) -> tuple[tuple[str, str], ...]:
+    """``Key=Value`` per line (the flag repeated, or the variable's lines)."""
+    pairs = []
+    for line in filter(str.strip, text.splitlines()):
+        key, sep, value = line.partition("=")
+        if not sep or not key.strip():
+            raise ValueError(f"{line!r} is not Key=Value")
+        pairs.append((key.strip(), value.strip()))
+    return tuple(pairs)
 
-    def __init__(self, values: Mapping[str, Any], env: Mapping[str, str]) -> None:
-        self.values = values
-        self.env = env
 
-    def given(self, flag: str) -> bool:
-        return self.values.get(dest(flag)) is not None or env_name(flag) in self.env
+_TLS_VERSIONS = {"VersionTLS12": ssl.TLSVersion.TLSv1_2, "VersionTLS13": ssl.TLSVersion.TLSv1_3}
 
-    def get(self, flag: str, default: str | None = None) -> str | None:
-        value = self.values.get(dest(flag))
-        if isinstance(value, list):
-            value = ",".join(value)
-        if value is None:
-            value = self.env.get(env_name(flag))
-        return default if value is None else str(value)
 
-    def fail(self, flag: str, problem: str) -> ConfigError:
-        return ConfigError(f"--{flag} (or {env_name(flag)}): {problem}")
+def tls_version(text: str) -> ssl.TLSVersion:
+    return _TLS_VERSIONS[choice(*_TLS_VERSIONS)(text)]
 
-    def duration(self, flag: str, default: str, low: float, high: float, shown: str) -> float:
-        text = self.get(flag, default) or default
-        try:
-            seconds = parse_duration(text)
-        except ValueError as e:
-            raise self.fail(flag, str(e)) from e
-        if not low <= seconds <= high:
-            raise self.fail(flag, f"{text} is outside the valid range {shown}")
-        return seconds
 
-    def boolean(self, flag: str) -> bool:
-        text = self.get(flag, "false") or "false"
-        try:
-            return parse_bool(text)
-        except ValueError as e:
-            raise self.fail(flag, str(e)) from e
+def allow_paths(text: str) -> tuple[str, ...]:
+    paths = string_list(text)
+    for p in paths:
+        if not p.startswith("/") or "*" in p[:-1]:
+            raise ValueError(f"{p!r} is not a path (a trailing * is allowed)")
+    return paths
 
-    def path(self, flag: str) -> Path | None:
-        text = self.get(flag)
-        return Path(text) if text else None
 
-    def strings(self, flag: str, default: tuple[str, ...]) -> tuple[str, ...]:
-        """A Go string slice: comma-separated, the flag repeatable; given but empty means an empty list."""
-        text = self.get(flag)
-        if text is None:
-            return default
-        return tuple(part.strip() for part in text.split(",") if part.strip())
+_TTL = duration(0, 3600, "0s to 1h")
+# prometheus-adapter and generic API-server flags not acted on here: logging goes to stderr anyway, and lookup
+# failures are never tolerated (without its authentication configuration the adapter serves no metrics)
+_IGNORED = (
+    "logtostderr", "alsologtostderr", "log-dir", "log-file", "log-file-max-size", "log-flush-frequency",
+    "logging-format", "vmodule", "tls-cipher-suites", "tls-sni-cert-key", "http2-max-streams-per-connection",
+    "permit-port-sharing", "permit-address-sharing", "authentication-tolerate-lookup-failure", "audit-log-path",
+    "audit-log-maxage", "audit-log-maxbackup", "audit-log-maxsize", "audit-log-format", "audit-policy-file",
+    "audit-webhook-config-file", "profiling", "contention-profiling", "discovery-interval", "feature-gates",
+    "enable-priority-and-fairness",
+)  # fmt: skip
+
+
+def _table() -> FlagTable:
+    p, a = "prometheus.", "auth."
+    flags = [
+        flag("--prometheus-url", field=p + "url", parse=prometheus_url,
+             help="Prometheus base URL, required (for example http://prometheus.monitoring.svc:9090)"),
+        flag("--prometheus-verb", field=p + "verb", parse=verb, default="GET",
+             help="GET or POST for queries; long queries use POST anyway"),
+        flag("--prometheus-timeout", field=p + "timeout", parse=duration(0.1, 300, "100ms to 5m"), default="10s",
+             help="deadline of one Prometheus query, 100ms to 5m"),
+        flag("--prometheus-token-file", field=p + "token_file", parse=optional_path,
+             help="file with a bearer token for Prometheus, re-read when it changes"),
+        flag("--prometheus-ca-file", field=p + "ca_file", parse=optional_path,
+             help="CA bundle that signed Prometheus's serving certificate"),
+        flag("--prometheus-client-tls-cert-file", field=p + "client_cert_file", parse=optional_path,
+             help="client certificate for Prometheus (with its key file)"),
+        flag("--prometheus-client-tls-key-file", field=p + "client_key_file", parse=optional_path,
+             help="key of the client certificate for Prometheus"),
+        flag("--prometheus-header", field=p + "headers", parse=headers, default="", repeated=True,
+             help="extra request header Key=Value; repeatable (one per line in the variable)"),
+        flag("--prometheus-auth-incluster", field="prometheus_auth_incluster", parse=boolean, default="false",
+             switch=True, help="use the pod's service-account token and CA"),
+        flag("--prometheus-auth-config", field="prometheus_auth_config", parse=optional_path,
+             help="kubeconfig file whose user credentials and CA are used for Prometheus"),
+        flag("--config", field="config", parse=optional_path,
+             help="prometheus-adapter rules file (default: the built-in GPU rules); reloaded on change"),
+        flag("--config-check-interval", field="config_check_interval", parse=duration(0.1, 3600, "100ms to 1h"),
+             default="5s", help="how often --config and certificate files are checked for changes"),
+        flag("--metrics-relist-interval", field="relist_interval", parse=duration(1, 86400, "1s to 24h"),
+             default="1m", help="how often to relist series names, 1s to 24h"),
+        flag("--metrics-max-age", parse=duration(0, 30 * 86400, "the relist interval to 720h"),
+             help="how far back a relist looks; at least the relist interval (default: the interval)"),
+        flag("--metrics-cache-ttl", field="cache_ttl", parse=duration(0, 600, "0s to 10m"), default="250ms",
+             help="how long a query result is reused, 0s to 10m"),
+        flag("--secure-port", field="secure_port", parse=integer(0, 65535), default="6443",
+             help="port to serve on, 0 to 65535; 0 picks a free one"),
+        flag("--bind-address", field="bind_address", default="0.0.0.0", help="address to listen on"),
+        flag("--cert-dir", field="cert_dir", parse=optional_path,
+             help="directory for apiserver.crt/apiserver.key; a self-signed pair is made there if absent"),
+        flag("--tls-cert-file", field="tls_cert_file", parse=optional_path,
+             help="serving certificate (with --tls-private-key-file)"),
+        flag("--tls-private-key-file", field="tls_key_file", parse=optional_path, help="serving certificate's key"),
+        flag("--tls-min-version", field="tls_min_version", parse=tls_version, default="VersionTLS12",
+             help="oldest TLS version accepted: VersionTLS12 or VersionTLS13"),
+        flag("--insecure-serve-http", field="insecure_serve_http", parse=boolean, default="false", switch=True,
+             help="serve plain HTTP (local runs; needs --insecure-disable-auth)"),
+        flag("--insecure-disable-auth", field="insecure_disable_auth", parse=boolean, default="false", switch=True,
+             help="serve every caller without authentication or authorization"),
+        flag("--lister-kubeconfig", field="lister_kubeconfig", parse=optional_path,
+             help="kubeconfig for listing pods, namespaces, nodes (default: in-cluster, if any)"),
+        flag("-v", "--v", field="verbosity", parse=integer(0, 10), default="0",
+             help="log verbosity, 0 to 10; 4 and above logs debug lines"),
+        # authentication and authorization, as Kubernetes' generic API servers take them (section "auth")
+        flag("--authentication-kubeconfig", field=a + "authentication_kubeconfig", parse=optional_path,
+             help="kubeconfig for the ConfigMap and TokenReviews (default: in-cluster)"),
+        flag("--authorization-kubeconfig", field=a + "authorization_kubeconfig", parse=optional_path,
+             help="kubeconfig for SubjectAccessReviews (default: in-cluster)"),
+        flag("--authentication-skip-lookup", field=a + "skip_lookup", parse=boolean, default="false", switch=True,
+             help=f"do not read the {CONFIGMAP}"),
+        flag("--authentication-token-webhook-cache-ttl", field=a + "token_cache_ttl", parse=_TTL, default="10s",
+             help="how long TokenReview answers are reused, 0s to 1h"),
+        flag("--authorization-webhook-cache-authorized-ttl", field=a + "authorized_ttl", parse=_TTL,
+             default="10s", help="how long allowed reviews are reused, 0s to 1h"),
+        flag("--authorization-webhook-cache-unauthorized-ttl", field=a + "unauthorized_ttl", parse=_TTL,
+             default="10s", help="how long denied reviews are reused, 0s to 1h"),
+        flag("--authorization-always-allow-paths", field=a + "always_allow_paths", parse=allow_paths,
+             default=",".join(HEALTH_PATHS), repeated=True,
+             help="paths served without authorization; comma-separated, repeatable"),
+        flag("--client-ca-file", field=a + "client_ca_file", parse=optional_path,
+             help=f"CA bundle for client certificates (default: from the {CONFIGMAP})"),
+        flag("--requestheader-client-ca-file", field=a + "requestheader_client_ca_file", parse=optional_path,
+             help=f"CA bundle for the front proxy (default: from the {CONFIGMAP})"),
+        flag("--requestheader-allowed-names", field=a + "requestheader_allowed_names", parse=string_list,
+             default="", repeated=True, help="certificate names the front proxy may use; comma-separated"),
+        flag("--requestheader-username-headers", field=a + "requestheader_username_headers", parse=string_list,
+             default="X-Remote-User", repeated=True, help="headers that carry the user name"),
+        flag("--requestheader-group-headers", field=a + "requestheader_group_headers", parse=string_list,
+             default="X-Remote-Group", repeated=True, help="headers that carry the groups"),
+        flag("--requestheader-extra-headers-prefix", field=a + "requestheader_extra_headers_prefix",
+             parse=string_list, default="X-Remote-Extra-", repeated=True,
+             help="prefixes of headers that carry extra user information"),
+    ]  # fmt: skip
+    reason = "accepted for compatibility, not acted on"
+    flags += [flag(f"--{name}", parse=optional_text, help="", ignored=reason) for name in _IGNORED]
+    return FlagTable(
+        "gpuscale-adapter",
+        "Serve custom.metrics.k8s.io and external.metrics.k8s.io from Prometheus.",
+        "GPUSCALE_ADAPTER_",
+        flags,
+    )
+
+
+FLAGS = _table()
+
+
+def default(long: str) -> Any:
+    return FLAGS.default(long)

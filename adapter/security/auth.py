@@ -19,9 +19,10 @@ from aiohttp import web
 from aiohttp.typedefs import Handler, Middleware
 
 from adapter.backends.auth_api import AuthAPI, KubernetesAuthAPI
+from adapter.config.flags import CONFIGMAP, HEALTH_PATHS
 from adapter.config.settings import Settings
 from adapter.errors import AuthNotReady, ConfigError, Forbidden, ReviewError
-from adapter.security.auth_config import CONFIGMAP, HEALTH_PATHS, AuthenticationConfig
+from adapter.security.auth_config import AuthenticationConfig
 from adapter.security.auth_source import AuthConfigSource
 from adapter.security.authn import Authenticator
 from adapter.security.authz import Authorizer, forbidden_message

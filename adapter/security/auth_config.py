@@ -18,58 +18,27 @@ from pathlib import Path
 
 from cryptography import x509
 
-from adapter.config.flags import FlagValues
+from adapter.config.flags import CONFIGMAP, default
 from adapter.errors import ConfigError
-
-CONFIGMAP_NAMESPACE = "kube-system"
-CONFIGMAP_NAME = "extension-apiserver-authentication"
-CONFIGMAP = f"ConfigMap {CONFIGMAP_NAMESPACE}/{CONFIGMAP_NAME}"
-# the paths Kubernetes API servers answer without authorization (--authorization-always-allow-paths)
-HEALTH_PATHS = ("/healthz", "/readyz", "/livez")
-
-
-# what --insecure-disable-auth turns off: giving any of these with it is a contradiction, not a no-op
-AUTH_FLAGS = (
-    "authentication-kubeconfig",
-    "authorization-kubeconfig",
-    "authentication-skip-lookup",
-    "authentication-token-webhook-cache-ttl",
-    "authorization-webhook-cache-authorized-ttl",
-    "authorization-webhook-cache-unauthorized-ttl",
-    "authorization-always-allow-paths",
-    "client-ca-file",
-    "requestheader-client-ca-file",
-    "requestheader-allowed-names",
-    "requestheader-username-headers",
-    "requestheader-group-headers",
-    "requestheader-extra-headers-prefix",
-)
-LIST_FLAGS = (
-    "authorization-always-allow-paths",
-    "requestheader-allowed-names",
-    "requestheader-username-headers",
-    "requestheader-group-headers",
-    "requestheader-extra-headers-prefix",
-)
 
 
 @dataclass(frozen=True)
 class AuthSettings:
     """The authentication and authorization flags of Kubernetes' generic API servers, with their defaults."""
 
-    authentication_kubeconfig: Path | None = None
-    authorization_kubeconfig: Path | None = None
-    skip_lookup: bool = False
-    token_cache_ttl: float = 10.0
-    authorized_ttl: float = 10.0
-    unauthorized_ttl: float = 10.0
-    always_allow_paths: tuple[str, ...] = HEALTH_PATHS
-    client_ca_file: Path | None = None
-    requestheader_client_ca_file: Path | None = None
-    requestheader_allowed_names: tuple[str, ...] = ()
-    requestheader_username_headers: tuple[str, ...] = ("X-Remote-User",)
-    requestheader_group_headers: tuple[str, ...] = ("X-Remote-Group",)
-    requestheader_extra_headers_prefix: tuple[str, ...] = ("X-Remote-Extra-",)
+    authentication_kubeconfig: Path | None = default("authentication-kubeconfig")
+    authorization_kubeconfig: Path | None = default("authorization-kubeconfig")
+    skip_lookup: bool = default("authentication-skip-lookup")
+    token_cache_ttl: float = default("authentication-token-webhook-cache-ttl")
+    authorized_ttl: float = default("authorization-webhook-cache-authorized-ttl")
+    unauthorized_ttl: float = default("authorization-webhook-cache-unauthorized-ttl")
+    always_allow_paths: tuple[str, ...] = default("authorization-always-allow-paths")
+    client_ca_file: Path | None = default("client-ca-file")
+    requestheader_client_ca_file: Path | None = default("requestheader-client-ca-file")
+    requestheader_allowed_names: tuple[str, ...] = default("requestheader-allowed-names")
+    requestheader_username_headers: tuple[str, ...] = default("requestheader-username-headers")
+    requestheader_group_headers: tuple[str, ...] = default("requestheader-group-headers")
+    requestheader_extra_headers_prefix: tuple[str, ...] = default("requestheader-extra-headers-prefix")
 
     @property
     def needs_configmap(self) -> bool:
@@ -106,30 +75,6 @@ class AuthenticationConfig:
     def trusted_pem(self) -> bytes:
         """Every CA a client certificate may chain to, for the TLS handshake."""
         return b"".join(b.pem.strip() + b"\n" for b in self.bundles)
-
-
-def auth_settings(flags: FlagValues) -> AuthSettings:
-    """The flags of Kubernetes' delegated authentication and authorization, checked."""
-    always = flags.strings("authorization-always-allow-paths", HEALTH_PATHS)
-    for p in always:
-        if not p.startswith("/") or "*" in p[:-1]:
-            raise flags.fail("authorization-always-allow-paths", f"{p!r} is not a path (a trailing * is allowed)")
-    ttl = "0s to 1h"
-    return AuthSettings(
-        authentication_kubeconfig=flags.path("authentication-kubeconfig"),
-        authorization_kubeconfig=flags.path("authorization-kubeconfig"),
-        skip_lookup=flags.boolean("authentication-skip-lookup"),
-        token_cache_ttl=flags.duration("authentication-token-webhook-cache-ttl", "10s", 0, 3600, ttl),
-        authorized_ttl=flags.duration("authorization-webhook-cache-authorized-ttl", "10s", 0, 3600, ttl),
-        unauthorized_ttl=flags.duration("authorization-webhook-cache-unauthorized-ttl", "10s", 0, 3600, ttl),
-        always_allow_paths=always,
-        client_ca_file=flags.path("client-ca-file"),
-        requestheader_client_ca_file=flags.path("requestheader-client-ca-file"),
-        requestheader_allowed_names=flags.strings("requestheader-allowed-names", ()),
-        requestheader_username_headers=flags.strings("requestheader-username-headers", ("X-Remote-User",)),
-        requestheader_group_headers=flags.strings("requestheader-group-headers", ("X-Remote-Group",)),
-        requestheader_extra_headers_prefix=flags.strings("requestheader-extra-headers-prefix", ("X-Remote-Extra-",)),
-    )
 
 
 def parse_ca_bundle(pem: bytes, source: str) -> CABundle:

@@ -15,8 +15,9 @@ import random
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 
 from adapter.backends.auth_api import AuthAPI, ConfigMapState
+from adapter.config.flags import CONFIGMAP
 from adapter.errors import ConfigError, ResourceExpired
-from adapter.security.auth_config import CONFIGMAP, AuthenticationConfig, AuthSettings, build_config
+from adapter.security.auth_config import AuthenticationConfig, AuthSettings, build_config
 from adapter.self_metrics import AdapterMetrics
 from common.list_watch import Restart, list_watch
 from common.watched_file import WatchedFiles

@@ -101,7 +101,10 @@ def test_every_flag_has_an_environment_variable_and_the_flag_wins() -> None:
             ["--secure-port=70000"],
             "--secure-port (or GPUSCALE_ADAPTER_SECURE_PORT): 70000 is outside the valid range 0 to 65535",
         ),
-        (["--secure-port=http"], "--secure-port (or GPUSCALE_ADAPTER_SECURE_PORT): not an integer"),
+        (
+            ["--secure-port=http"],
+            "--secure-port (or GPUSCALE_ADAPTER_SECURE_PORT): 'http' is not a whole number from 0 to 65535",
+        ),
         (["--metrics-relist-interval=0s"], "outside the valid range 1s to 24h"),
         (["--metrics-relist-interval=10"], "is not a duration like 30s"),
         (

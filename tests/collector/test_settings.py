@@ -14,10 +14,13 @@ def test_dcgm_exporter_arguments_work_unchanged() -> None:
     assert (s.host, s.port) == ("", 9500)
     assert s.interval == 5.0
     assert s.kubernetes is True
-    assert s.gpu_id_type == "device-name"
     assert s.pod_resources_socket == "/run/k.sock"
     assert s.hostname == "gpu-node-7"
-    assert set(s.ignored) == {"--remote-hostengine-info", "--devices", "--use-old-namespace", "--xid-count-window-size"}
+    # GPU UUIDs and device names are both recognised, so the id type is accepted and reported as without effect
+    assert set(s.ignored) == {
+        "--kubernetes-gpu-id-type", "--remote-hostengine-info", "--devices", "--use-old-namespace",
+        "--xid-count-window-size",
+    }  # fmt: skip
 
 
 def test_dcgm_exporter_environment_variables_work_and_ours_win() -> None:
@@ -54,15 +57,28 @@ def test_ipv6_address_and_no_hostname() -> None:
 @pytest.mark.parametrize(
     ("argv", "env", "message"),
     [
-        (["-c", "50"], {}, "must be from 100 to 3600000, got 50"),
-        (["-c", "fast"], {}, "expected a whole number from 100 to 3600000, got 'fast'"),
+        (
+            ["-c", "50"],
+            {},
+            "--collect-interval (or GPUSCALE_COLLECTOR_COLLECT_INTERVAL, DCGM_EXPORTER_INTERVAL): 50 is outside the "
+            "valid range 100 to 3600000",
+        ),
+        (["-c", "fast"], {}, "'fast' is not a whole number from 100 to 3600000"),
         (["-a", "9400"], {}, "expected <host>:<port>"),
-        (["-a", ":70000"], {}, "must be from 1 to 65535"),
-        (["--simulate-gpus", "65"], {}, "must be from 0 to 64"),
-        ([], {"DCGM_EXPORTER_INTERVAL": "0"}, "environment variable DCGM_EXPORTER_INTERVAL: must be from 100"),
-        ([], {"DCGM_EXPORTER_KUBERNETES": "maybe"}, "expected true or false, got 'maybe'"),
-        (["--kubernetes-gpu-id-type", "serial"], {}, "must be one of uid, device-name"),
-        (["--web-config-file", "/etc/web.yml"], {}, "--web-config-file: TLS and basic auth"),
+        (["-a", ":70000"], {}, "70000 is outside the valid range 1 to 65535"),
+        (["--simulate-gpus", "65"], {}, "65 is outside the valid range 0 to 64"),
+        (
+            [],
+            {"DCGM_EXPORTER_INTERVAL": "0"},
+            "environment variable DCGM_EXPORTER_INTERVAL (--collect-interval): 0 is outside the valid range 100",
+        ),
+        ([], {"DCGM_EXPORTER_KUBERNETES": "maybe"}, "'maybe' is not a boolean (true or false)"),
+        (["--kubernetes-gpu-id-type", "serial"], {}, "'serial' is not one of uid, device-name"),
+        (
+            ["--web-config-file", "/etc/web.yml"],
+            {},
+            "--web-config-file (or GPUSCALE_COLLECTOR_WEB_CONFIG_FILE, DCGM_EXPORTER_WEB_CONFIG_FILE): TLS and basic",
+        ),
     ],
 )
 def test_invalid_values_are_rejected_with_the_valid_range(

@@ -46,7 +46,7 @@ def settings_of(c: Obj) -> Settings:
 def test_the_command_line_is_one_the_collector_accepts(directory: Path) -> None:
     c = collector(directory)
     assert c["command"] == ["gpuscale-collector"]
-    known = {s for a in build_parser(env={})._actions for s in a.option_strings}
+    known = {s for a in build_parser()._actions for s in a.option_strings}
     for arg in c["args"]:
         assert arg.partition("=")[0] in known, f"{arg} is not a flag of gpuscale-collector"
     settings = settings_of(c)
