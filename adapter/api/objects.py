@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import json
 import time
 from collections.abc import Iterable, Mapping, Sequence
@@ -163,9 +162,8 @@ class APIResourceList(TypedDict):
     resources: list[APIResource]
 
 
-@functools.lru_cache(maxsize=256)
 def timestamp(seconds: float) -> str:
-    """RFC 3339 in UTC to the second, as metav1.Time marshals (cached: an answer's samples share a time)."""
+    """RFC 3339 in UTC to the second, as metav1.Time marshals."""
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(seconds))
 
 
@@ -201,23 +199,34 @@ def metric_value_list(version: str, values: Iterable[MetricValue]) -> MetricValu
 
 
 def render_metric_value_list(version: str, values: Sequence[MetricValue]) -> bytes:
-    """``metric_value_list`` as compact JSON, written directly: an answer for thousands of pods repeats every field
-    but the name and value, so those parts are encoded once per answer instead of once per item."""
-    parts: dict[tuple[object, ...], list[str]] = {}
+    """``metric_value_list`` as compact JSON, written directly: the items of an answer differ only in object name
+    and value, so the rest of an item (its frame) is encoded once per answer instead of once per item."""
+    frames: dict[tuple[object, ...], tuple[str, str, str]] = {}
     items = []
     for v in values:
         ref = v.described
         key = (ref.kind, ref.namespace, ref.api_version, v.metric, id(v.selector), v.timestamp, v.window)
-        around = parts.get(key)
-        if around is None:
-            sample = metric_value(version, v._replace(described=ref._replace(name=_MARK), value=_MARK))
-            pieces = _dumps(sample).split(f'"{_MARK}"')
-            if len(pieces) != 3:  # the mark appears elsewhere too: write this answer the plain way
-                return _dumps(metric_value_list(version, values)).encode()
-            around = parts[key] = pieces
-        items.append(f"{around[0]}{_string(ref.name)}{around[1]}{_string(v.value)}{around[2]}")
+        frame = frames.get(key)
+        if frame is None:
+            frame = frames[key] = _frame(version, v)
+        items.append(f"{frame[0]}{_string(ref.name)}{frame[1]}{_string(v.value)}{frame[2]}")
     head = _dumps({"kind": "MetricValueList", "apiVersion": f"{CUSTOM_GROUP}/{version}", "metadata": {}})
     return f'{head[:-1]},"items":[{",".join(items)}]}}'.encode()
+
+
+def _frame(version: str, v: MetricValue) -> tuple[str, str, str]:
+    """An item's JSON before its object name, between name and value, and after the value, in the field order of
+    ``metric_value`` (the Go types' order)."""
+    ref = v.described
+    namespace = "" if ref.namespace is None else f'"namespace":{_dumps(ref.namespace)},'
+    before = f'{{"describedObject":{{"kind":{_dumps(ref.kind)},{namespace}"name":'
+    described_end = f',"apiVersion":{_dumps(ref.api_version)}}}'
+    when = _dumps(timestamp(v.timestamp))
+    if version == "v1beta1":
+        middle = f',"metricName":{_dumps(v.metric)},"timestamp":{when},"window":{v.window},"value":'
+        return before, described_end + middle, f',"selector":{_dumps(v.selector)}}}'
+    metric = _dumps({"name": v.metric, "selector": v.selector})
+    return before, f'{described_end},"metric":{metric},"timestamp":{when},"windowSeconds":{v.window},"value":', "}"
 
 
 def external_value_list(version: str, values: Iterable[ExternalValue]) -> ExternalMetricValueList:
@@ -237,7 +246,6 @@ def external_value_list(version: str, values: Iterable[ExternalValue]) -> Extern
     }
 
 
-_MARK = "@@gpuscale-render-mark-7f3c@@"
 _string = json.encoder.encode_basestring
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools
 import logging
 import operator
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from cachetools import LRUCache, TTLCache
@@ -24,9 +24,8 @@ from adapter.errors import AdapterError, NotConfigured, NotFound
 from adapter.naming import resources
 from adapter.naming.resources import ResourceInfo
 from adapter.query.promql import window_seconds
-from adapter.query.quantity import format_quantity, parse_sample_value
+from adapter.query.quantity import sample_quantity
 from adapter.query.queries import custom_query, external_query
-from adapter.query.selectors import Selector
 from adapter.self_metrics import AdapterMetrics
 from adapter.single_flight import SingleFlightCache
 
@@ -36,13 +35,16 @@ log = logging.getLogger(__name__)
 # dashboards and prometheus-adapter users read an instant GPU gauge as.
 DEFAULT_WINDOW_SECONDS = 60
 _DROP_LOG_EVERY = 60.0
-# memos are bounded by what they hold, not by entries: a 10,000-pod answer weighs as much as 10,000 small ones
-MEMO_ITEMS = 50_000
-MEMO_QUERY_CHARS = 4_000_000
+# The answer memo is bounded by the bytes it holds (an item with its rendered JSON is about 600 bytes; a query's
+# text one byte a character), not by entries: a 10,000-pod answer weighs as much as 10,000 small ones.
+MEMO_BYTES = 32 * 1024 * 1024
+ITEM_BYTES = 600
 
 
 @dataclass
 class QueryRecord:
+    """One source's query in a request, as it went: recorded for every request, shown by explain."""
+
     source: MetricSource
     promql: str
     cache: str = ""
@@ -54,22 +56,28 @@ class QueryRecord:
 
 @dataclass
 class Trace:
-    """What a request went through, for explain."""
+    """What a request went through. Every request has one; explain passes its own to read it afterwards, even
+    when the request failed, and its requests bypass the answer memo so that every step really runs."""
 
     listing: Listing | None = None
     names: list[str] | None = None
-    label: str = ""
     queries: list[QueryRecord] = field(default_factory=list)
 
 
-@functools.lru_cache(maxsize=4096)
-def _quantity(text: str) -> str:
-    return format_quantity(parse_sample_value(text))
+@dataclass(frozen=True)
+class _Answer:
+    """A custom-metrics answer with what it was computed from: the object names (the watch cache hands out one
+    list per state of the objects), the rules' sources (one tuple per catalog), their queries and the results."""
 
+    names: list[str] | None
+    sources: tuple[MetricSource, ...]
+    queries: Mapping[int, str]
+    results: tuple[QueryResult, ...]
+    values: MetricValues
 
-@functools.lru_cache(maxsize=1024)
-def _window(template_text: str) -> int:
-    return window_seconds(template_text) or DEFAULT_WINDOW_SECONDS
+    @property
+    def weight(self) -> int:
+        return len(self.values) * ITEM_BYTES + sum(map(len, self.queries.values())) + ITEM_BYTES
 
 
 class Provider:
@@ -88,12 +96,8 @@ class Provider:
         self.metrics = metrics
         # one log line per metric and object a minute: a NaN (a division by zero) tends to repeat every request
         self._dropped_logged: TTLCache[tuple[str, str], bool] = TTLCache(10_000, _DROP_LOG_EVERY)
-        self._queries: LRUCache[tuple[object, ...], str] = LRUCache(MEMO_QUERY_CHARS, getsizeof=len)
-        # the last answer to each request, with what it was computed from (the object names and the query
-        # results, both shared objects that are replaced, never changed, when anything changes)
-        self._answers: LRUCache[CustomRequest, tuple[tuple[object, ...], MetricValues]] = LRUCache(
-            MEMO_ITEMS, getsizeof=lambda answer: len(answer[1]) + 1
-        )
+        # the one answer cache: the last answer to each request, reused while what it depends on is the same
+        self._answers: LRUCache[CustomRequest, _Answer] = LRUCache(MEMO_BYTES, getsizeof=lambda a: a.weight)
 
     def resource_entries(self, group: str) -> list[ResourceEntry]:
         """The APIResourceList lines of a group, from memory; never raises."""
@@ -123,31 +127,39 @@ class Provider:
             raise NotFound(f"the server could not find the metric {req.metric} for {gr}: {gr} are not namespaced")
         return info, metric
 
-    async def _names(self, req: CustomRequest, info: ResourceInfo, trace: Trace | None) -> list[str] | None:
+    async def _names(self, req: CustomRequest, info: ResourceInfo, trace: Trace) -> list[str] | None:
         """The objects the request covers: its one object, or those its selector matches (None: every object)."""
         if req.name is not None:
-            return [req.name]
-        listing = await self.objects.names(info, req.namespace, req.label_selector)
-        if trace:
-            trace.listing = listing
+            trace.names = [req.name]
+            return trace.names
+        listing = trace.listing = await self.objects.names(info, req.namespace, req.label_selector)
         if listing.names is None and req.label_selector:
             raise NotConfigured(
                 "labelSelector needs object labels from the Kubernetes API, and this adapter runs without one "
                 "(give it --lister-kubeconfig, or run it in a cluster)"
             )
+        trace.names = listing.names
         return listing.names
 
     async def custom(self, req: CustomRequest, trace: Trace | None = None) -> MetricValues:
+        explaining, trace = trace is not None, trace or Trace()
         info, metric = self._served(req)
         names = await self._names(req, info, trace)
-        if trace:
-            trace.names = names
         if names == []:
             return MetricValues()
+        memo = None if explaining else self._answers.get(req)
+        if memo is not None and not (memo.sources is metric.sources and (memo.names is names or memo.names == names)):
+            memo = None
         wanted = set(names) if names is not None else None
         namespace = req.namespace if info.namespaced else None
+        queries: dict[int, str] = dict(memo.queries) if memo else {}  # source index → PromQL
         # each object is answered by the first source (rule) with a sample for it, finite or not
         owner: dict[str, int] = {}
+
+        def query(index: int, source: MetricSource) -> str:
+            if index not in queries:
+                queries[index] = custom_query(source.rule, source.series, info, namespace, names, req.metric_selector)
+            return queries[index]
 
         def claim(index: int, source: MetricSource, result: QueryResult) -> bool:
             label = source.rule.label_for(info) or ""
@@ -157,69 +169,44 @@ class Provider:
                     owner[name] = index
             return wanted is not None and len(owner) >= len(wanted)
 
-        def query(source: MetricSource) -> str:
-            return self._custom_query(source, info, namespace, names, req.metric_selector)
-
         used = await self._fetch(metric.sources, query, claim, trace)
-        # a listed answer depends on the listing too (the watch cache hands out one list per state of the objects)
-        depends_on = (names if req.name is None else None, *(result for _, result, _ in used))
-        if trace is None:
-            memo = self._answers.get(req)
-            if memo is not None and len(memo[0]) == len(depends_on) and all(map(operator.is_, memo[0], depends_on)):
-                return memo[1]
+        results = tuple(r.result for r in used if r.result is not None)
+        if memo is not None and len(memo.results) == len(results) and all(map(operator.is_, memo.results, results)):
+            return memo.values
         items = self._convert(req, info, namespace, used, owner)
         if req.name is not None and not items:
             where = f" in namespace {namespace}" if namespace else ""
             raise NotFound(f"the server could not find the metric {req.metric} for {req.resource} {req.name}{where}")
-        if trace is None and len(items) < MEMO_ITEMS:
-            self._answers[req] = (depends_on, items)
+        answer = _Answer(names, metric.sources, queries, results, items)
+        if not explaining and answer.weight <= MEMO_BYTES:
+            self._answers[req] = answer
         return items
-
-    def _custom_query(
-        self,
-        source: MetricSource,
-        info: ResourceInfo,
-        namespace: str | None,
-        names: list[str] | None,
-        selector: Selector,
-    ) -> str:
-        key = (source, info.group_resource, namespace, None if names is None else tuple(names), selector)
-        query = self._queries.get(key)
-        if query is None:
-            query = custom_query(source.rule, source.series, info, namespace, names, selector)
-            if len(query) < MEMO_QUERY_CHARS:
-                self._queries[key] = query
-        return query
 
     def _convert(
         self,
         req: CustomRequest,
         info: ResourceInfo,
         namespace: str | None,
-        used: list[tuple[MetricSource, QueryResult, QueryRecord | None]],
+        used: list[QueryRecord],
         owner: dict[str, int],
     ) -> MetricValues:
         selector = req.metric_selector.to_label_selector()
         kind, api_version, metric = info.kind, info.api_version, req.metric
         found: dict[str, MetricValue] = {}
-        for index, (source, result, record) in enumerate(used):
-            label = source.rule.label_for(info) or ""
-            window = _window(source.rule.metrics_query.text)
-            for sample in result.samples:
+        for index, record in enumerate(used):
+            rule = record.source.rule
+            label = rule.label_for(info) or ""
+            window = window_seconds(rule.metrics_query.text) or DEFAULT_WINDOW_SECONDS
+            for sample in record.result.samples if record.result else ():
                 name = sample.labels.get(label)
                 if name is None or owner.get(name) != index:
                     continue
                 # the owner answered: later samples for the name (a metricsQuery without aggregation) are ignored
                 owner[name] = -1
-                try:
-                    value = _quantity(sample.value)
-                except ValueError:
-                    self._drop(sample, metric, name, record)
-                    continue
-                ref = ObjectRef(kind, namespace, name, api_version)
-                found[name] = MetricValue(ref, metric, selector, sample.timestamp, window, value)
-                if record:
-                    record.kept.append(name)
+                value = self._value(sample, metric, name, record)
+                if value is not None:
+                    ref = ObjectRef(kind, namespace, name, api_version)
+                    found[name] = MetricValue(ref, metric, selector, sample.timestamp, window, value)
         return MetricValues(found[n] for n in sorted(found))
 
     async def external(self, req: ExternalRequest, trace: Trace | None = None) -> list[ExternalValue]:
@@ -228,73 +215,68 @@ class Provider:
             raise NotFound(f"the server could not find the external metric {req.metric}")
         out: list[ExternalValue] = []
 
-        def query(source: MetricSource) -> str:
+        def query(index: int, source: MetricSource) -> str:
             return external_query(source.rule, source.series, req.namespace, req.metric_selector)
 
         def answered(index: int, source: MetricSource, result: QueryResult) -> bool:
             return bool(result.samples)
 
         # several rules exposing one external name would be summed twice by the HPA: the first that answers wins
-        used = await self._fetch(metric.sources, query, answered, trace)
-        for _, result, record in used[-1:]:
-            for sample in result.samples:
+        used = await self._fetch(metric.sources, query, answered, trace or Trace())
+        for record in used[-1:]:
+            for sample in record.result.samples if record.result else ():
                 labels = {k: v for k, v in sample.labels.items() if k != "__name__"}
                 shown = ",".join(f"{k}={v}" for k, v in sorted(labels.items()))
                 value = self._value(sample, req.metric, shown, record)
                 if value is not None:
                     out.append(ExternalValue(req.metric, labels, sample.timestamp, value))
-                    if record:
-                        record.kept.append(shown)
         return sorted(out, key=lambda v: sorted(v.labels.items()))
 
     async def _fetch(
         self,
         sources: tuple[MetricSource, ...],
-        query: Callable[[MetricSource], str],
+        query: Callable[[int, MetricSource], str],
         claim: Callable[[int, MetricSource, QueryResult], bool],
-        trace: Trace | None,
-    ) -> list[tuple[MetricSource, QueryResult, QueryRecord | None]]:
+        trace: Trace,
+    ) -> list[QueryRecord]:
         """Query each source in rule order until ``claim`` says every object is answered; a failing source costs
-        only its own answers, unless every source fails."""
-        used: list[tuple[MetricSource, QueryResult, QueryRecord | None]] = []
+        only its own answers, unless every source fails. Returns the records of the sources that answered."""
+        used: list[QueryRecord] = []
         failures: list[AdapterError] = []
-        for source in sources:
-            record = None
+        for index, source in enumerate(sources):
+            record = QueryRecord(source, "")
+            trace.queries.append(record)
             try:
-                promql = query(source)
-                if trace:
-                    record = QueryRecord(source, promql)
-                    trace.queries.append(record)
-                result, outcome = await self.cache.get(promql, functools.partial(self.prometheus.query, promql))
+                record.promql = query(index, source)
+                fetch = functools.partial(self.prometheus.query, record.promql)
+                record.result, record.cache = await self.cache.get(record.promql, fetch)
             except AdapterError as e:
-                if record:
-                    record.error = str(e)
+                record.error = str(e)
                 log.warning("%s (series %s): %s", source.rule.where, source.series, e)
                 failures.append(e)
                 continue
-            if record:
-                record.cache, record.result = outcome, result
-            used.append((source, result, record))
-            if claim(len(used) - 1, source, result):
+            used.append(record)
+            if claim(len(used) - 1, source, record.result):
                 break
         if failures and len(failures) == len(sources):
             raise failures[0]
         return used
 
-    def _value(self, sample: Sample, metric: str, name: str, record: QueryRecord | None) -> str | None:
+    def _value(self, sample: Sample, metric: str, name: str, record: QueryRecord) -> str | None:
+        """The sample's quantity, kept in the record; None when it has none (NaN, ±Inf), counted and logged."""
         try:
-            return _quantity(sample.value)
+            value = sample_quantity(sample.value)
         except ValueError:
             self._drop(sample, metric, name, record)
             return None
+        record.kept.append(name)
+        return value
 
-    def _drop(self, sample: Sample, metric: str, name: str, record: QueryRecord | None) -> None:
-        """Count and log a sample without a quantity form (NaN, ±Inf)."""
+    def _drop(self, sample: Sample, metric: str, name: str, record: QueryRecord) -> None:
         lowered = sample.value.lower()
         reason = "nan" if lowered == "nan" else "inf" if "inf" in lowered else "invalid"
         self.metrics.dropped_samples.labels(reason).inc()
-        if record:
-            record.dropped.append((name, sample.value))
+        record.dropped.append((name, sample.value))
         if (metric, name) not in self._dropped_logged:
             self._dropped_logged[(metric, name)] = True
             log.warning("dropped %s = %s for %s: not a finite number", metric, sample.value, name)

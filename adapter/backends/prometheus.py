@@ -7,7 +7,6 @@ queries, label names and label values, each filtered with ``match[]``. Long quer
 
 from __future__ import annotations
 
-import functools
 import json
 import ssl
 import time
@@ -143,7 +142,7 @@ class PrometheusClient:
     async def _call(
         self, endpoint: str, path: str, params: Sequence[tuple[str, str]], deadline: float, post_allowed: bool = False
     ) -> dict[str, Any]:
-        encoded = _urlencode(tuple(params))
+        encoded = urllib.parse.urlencode(params)
         post = post_allowed and (self.config.verb == "POST" or len(encoded) > MAX_GET_QUERY_BYTES)
         headers = self._headers()
         url = f"{self.base}{path}"
@@ -186,12 +185,6 @@ class PrometheusClient:
             self.metrics.prometheus_errors.labels(endpoint, "unavailable").inc()
             raise PrometheusError(message)
         return answer
-
-
-@functools.lru_cache(maxsize=256)
-def _urlencode(params: tuple[tuple[str, str], ...]) -> str:
-    # the same queries repeat every HPA sync period, and percent-encoding a long name regex is not free
-    return urllib.parse.urlencode(params)
 
 
 def _timeout(seconds: float) -> aiohttp.ClientTimeout:

@@ -143,6 +143,6 @@ def test_the_direct_rendering_is_the_json_of_the_objects(
     )
 
 
-def test_rendering_falls_back_when_a_field_holds_the_marker() -> None:
+def test_rendering_holds_any_metric_name() -> None:
     odd = MetricValue(POD, "@@gpuscale-render-mark-7f3c@@", None, 0, 60, "1")
     assert json.loads(render_metric_value_list("v1beta2", [odd])) == metric_value_list("v1beta2", [odd])
