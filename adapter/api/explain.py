@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import urllib.parse
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 from adapter.api.discovery import Catalog
 from adapter.api.objects import external_value_list, metric_value_list, status, timestamp
@@ -23,12 +23,64 @@ from adapter.query.promql import matcher
 MAX_SAMPLES_SHOWN = 50
 
 
-def _record(r: QueryRecord) -> dict[str, Any]:
-    out: dict[str, Any] = {
+class DiscoveryReport(TypedDict):
+    rules: str
+    relistedAt: str | None
+    lastError: str | None
+
+
+class RuleReport(TypedDict):
+    rule: str
+    series: str
+
+
+class ObjectsReport(TypedDict):
+    source: str
+    count: int | None
+    names: list[str] | None
+
+
+class SampleReport(TypedDict):
+    labels: dict[str, str]
+    value: str
+    timestamp: str
+
+
+class QueryReport(TypedDict):
+    rule: str
+    series: str
+    promql: str
+    cache: str | None
+    error: NotRequired[str]
+    resultType: NotRequired[str]
+    samples: NotRequired[list[SampleReport]]
+    sampleCount: NotRequired[int]
+    warnings: NotRequired[list[str]]
+    kept: list[str]
+    dropped: NotRequired[list[dict[str, str]]]
+
+
+class ExplainReport(TypedDict):
+    """What ``/explain/<path>`` and ``gpuscale-adapter explain`` answer: the request as parsed, the rules, objects
+    and queries it went through, the answer the API gives, and why it is what it is."""
+
+    request: str
+    discovery: DiscoveryReport
+    why: list[str]
+    parsed: NotRequired[dict[str, str | None]]
+    rules: NotRequired[list[RuleReport]]
+    objects: NotRequired[ObjectsReport]
+    queries: NotRequired[list[QueryReport]]
+    answer: NotRequired[Any]  # the API's JSON answer: a value list, a resource list or a Status
+
+
+def _record(r: QueryRecord) -> QueryReport:
+    out: QueryReport = {
         "rule": r.source.rule.where,
         "series": r.source.series,
         "promql": r.promql,
         "cache": r.cache or None,
+        "kept": r.kept,
     }
     if r.error:
         out["error"] = r.error
@@ -41,7 +93,6 @@ def _record(r: QueryRecord) -> dict[str, Any]:
         out["sampleCount"] = len(r.result.samples)
         if r.result.warnings:
             out["warnings"] = list(r.result.warnings)
-    out["kept"] = r.kept
     if r.dropped:
         out["dropped"] = [{"object": n, "value": v} for n, v in r.dropped]
     return out
@@ -49,19 +100,19 @@ def _record(r: QueryRecord) -> dict[str, Any]:
 
 async def explain(
     provider: Provider, prometheus: PrometheusAPI, raw_path: str, query: Mapping[str, str]
-) -> dict[str, Any]:
+) -> ExplainReport:
     catalog = provider.catalog()
     shown = raw_path + ("?" + urllib.parse.urlencode(dict(query)) if query else "")
-    report: dict[str, Any] = {
+    why: list[str] = []
+    report: ExplainReport = {
         "request": shown,
         "discovery": {
             "rules": catalog.rules.source,
             "relistedAt": timestamp(catalog.relisted_at) if catalog.relisted_at else None,
             "lastError": catalog.error,
         },
+        "why": why,
     }
-    why: list[str] = []
-    report["why"] = why
     try:
         req = parse_metrics_path(raw_path, query)
     except AdapterError as e:
@@ -117,7 +168,7 @@ def _normal(req: CustomRequest) -> resources.GroupResource:
     return info.group_resource if info else req.resource
 
 
-def _custom_parsed(req: CustomRequest) -> dict[str, Any]:
+def _custom_parsed(req: CustomRequest) -> dict[str, str | None]:
     return {
         "resource": str(req.resource),
         "namespace": req.namespace,
@@ -212,7 +263,7 @@ async def _probe(
         why.append(f"could not ask Prometheus why: {e}")
 
 
-def render_text(report: Mapping[str, Any]) -> str:
+def render_text(report: ExplainReport) -> str:
     """The report for a terminal."""
     lines = [f"request: {report['request']}"]
     d = report["discovery"]

@@ -9,16 +9,15 @@ HTTP status and the Status ``reason`` only.
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol, Required, TypedDict
 
 import aiohttp
 
-from adapter.backends.kube_api import new_api_client, status_reason, watch_stream
+from adapter.backends.kube_client import KubeClient, status_reason
 from adapter.config.flags import CONFIGMAP, CONFIGMAP_NAME, CONFIGMAP_NAMESPACE
 from adapter.errors import KubernetesError, ReviewError
 
@@ -26,6 +25,49 @@ TOKEN_REVIEWS = "/apis/authentication.k8s.io/v1/tokenreviews"
 ACCESS_REVIEWS = "/apis/authorization.k8s.io/v1/subjectaccessreviews"
 _CONFIGMAPS = f"/api/v1/namespaces/{CONFIGMAP_NAMESPACE}/configmaps"
 _BY_NAME = ("fieldSelector", f"metadata.name={CONFIGMAP_NAME}")
+
+
+class TokenReviewSpec(TypedDict):
+    token: str
+
+
+class TokenReview(TypedDict):
+    apiVersion: Literal["authentication.k8s.io/v1"]
+    kind: Literal["TokenReview"]
+    spec: TokenReviewSpec
+
+
+class ResourceAttributes(TypedDict, total=False):
+    namespace: str
+    verb: str
+    group: str
+    version: str
+    resource: str
+    subresource: str
+    name: str
+
+
+class NonResourceAttributes(TypedDict):
+    path: str
+    verb: str
+
+
+class AccessReviewSpec(TypedDict, total=False):
+    user: Required[str]
+    uid: str
+    groups: list[str]
+    extra: dict[str, list[str]]
+    resourceAttributes: ResourceAttributes
+    nonResourceAttributes: NonResourceAttributes
+
+
+class SubjectAccessReview(TypedDict):
+    apiVersion: Literal["authorization.k8s.io/v1"]
+    kind: Literal["SubjectAccessReview"]
+    spec: AccessReviewSpec
+
+
+Review = TokenReview | SubjectAccessReview
 
 
 @dataclass(frozen=True)
@@ -45,59 +87,39 @@ class AuthAPI(Protocol):
         """Each change after ``resource_version``; raises ``ResourceExpired`` when that version is gone (410)."""
         ...
 
-    async def review(self, path: str, body: Mapping[str, Any]) -> Mapping[str, Any]:
+    async def review(self, path: str, body: Review) -> Mapping[str, Any]:
         """POST a review; its ``status``. Raises ``ReviewError`` (never holding the body) when none came back."""
         ...
 
     async def close(self) -> None: ...
 
 
-def _data(obj: Any) -> dict[str, str]:
+def _data(obj: Mapping[str, Any]) -> dict[str, str]:
     data = obj.get("data") or {}
+    if not isinstance(data, dict):
+        raise KubernetesError(f"{CONFIGMAP}: data is not a map")
     return {str(k): str(v) for k, v in data.items()}
 
 
 class KubernetesAuthAPI:
-    """``AuthAPI`` over kubernetes_asyncio's configured ``ApiClient``."""
+    """``AuthAPI`` over the adapter's Kubernetes client."""
 
-    def __init__(self, api_client: Any, timeout: float = 10.0) -> None:
-        self.api_client = api_client
-        self.timeout = timeout
+    def __init__(self, client: KubeClient) -> None:
+        self.client = client
 
     @classmethod
     async def connect(cls, kubeconfig: Path | None, review_seconds: float = 10.0) -> KubernetesAuthAPI:
-        return cls(await new_api_client(kubeconfig), review_seconds)
+        return cls(await KubeClient.connect(kubeconfig, review_seconds))
 
     async def close(self) -> None:
-        await self.api_client.close()
+        await self.client.close()
 
-    async def _fetch(self, method: str, path: str, params: list[tuple[str, str]], body: Any) -> tuple[int, bytes]:
-        """One request answered in full within the timeout: (HTTP status, body)."""
-        async with asyncio.timeout(self.timeout):
-            resp = await self._call(method, path, params, body, self.timeout)
-            try:
-                return int(resp.status), await resp.read()
-            finally:
-                resp.release()
-
-    async def _call(self, method: str, path: str, params: list[tuple[str, str]], body: Any, limit: Any) -> Any:
-        return await self.api_client.call_api(
-            path,
-            method,
-            query_params=params,
-            header_params={"Accept": "application/json", "Content-Type": "application/json"},
-            body=body,
-            auth_settings=["BearerToken"],
-            _preload_content=False,
-            _request_timeout=limit,
-        )
-
-    async def review(self, path: str, body: Mapping[str, Any]) -> Mapping[str, Any]:
-        kind = body.get("kind", "review")
+    async def review(self, path: str, body: Review) -> Mapping[str, Any]:
+        kind = body["kind"]
         try:
-            code, payload = await self._fetch("POST", path, [], dict(body))
+            code, payload = await self.client.send("POST", path, [], body)
         except TimeoutError as e:
-            raise ReviewError(f"{kind}: no answer from the Kubernetes API within {self.timeout:g}s") from e
+            raise ReviewError(f"{kind}: no answer from the Kubernetes API within {self.client.timeout:g}s") from e
         except (aiohttp.ClientError, OSError) as e:
             raise ReviewError(f"{kind}: the Kubernetes API is unreachable: {e}") from e
         if code not in (200, 201):
@@ -112,9 +134,9 @@ class KubernetesAuthAPI:
 
     async def read_configmap(self) -> ConfigMapState:
         try:
-            code, payload = await self._fetch("GET", _CONFIGMAPS, [_BY_NAME], None)
+            code, payload = await self.client.send("GET", _CONFIGMAPS, [_BY_NAME])
         except TimeoutError as e:
-            raise KubernetesError(f"reading the {CONFIGMAP}: no answer within {self.timeout:g}s") from e
+            raise KubernetesError(f"reading the {CONFIGMAP}: no answer within {self.client.timeout:g}s") from e
         except (aiohttp.ClientError, OSError) as e:
             raise KubernetesError(f"reading the {CONFIGMAP}: {e}") from e
         if code == 403:
@@ -126,29 +148,22 @@ class KubernetesAuthAPI:
             raise KubernetesError(
                 f"reading the {CONFIGMAP}: the Kubernetes API answered {status_reason(code, payload)}"
             )
-        listed = json.loads(payload)
-        items = listed.get("items") or []
-        rv = str((listed.get("metadata") or {}).get("resourceVersion", ""))
-        return ConfigMapState(_data(items[0]) if items else None, rv)
+        try:
+            listed = json.loads(payload)
+            items = listed.get("items") or []
+            rv = str((listed.get("metadata") or {}).get("resourceVersion", ""))
+            return ConfigMapState(_data(items[0]) if items else None, rv)
+        except (ValueError, AttributeError, TypeError) as e:
+            raise KubernetesError(f"reading the {CONFIGMAP}: not a ConfigMap list") from e
 
     async def watch_configmap(self, resource_version: str, timeout_seconds: int) -> AsyncIterator[ConfigMapState]:
-        params = [
-            _BY_NAME,
-            ("watch", "true"),
-            ("resourceVersion", resource_version),
-            ("allowWatchBookmarks", "true"),
-            ("timeoutSeconds", str(timeout_seconds)),
-        ]
-        limit = aiohttp.ClientTimeout(total=None, sock_connect=self.timeout, sock_read=timeout_seconds + 30)
-        events = watch_stream(
-            lambda: self._call("GET", _CONFIGMAPS, params, None, limit), f"watching the {CONFIGMAP}", resource_version
-        )
-        async for event in events:
+        what = f"watching the {CONFIGMAP}"
+        async for event in self.client.watch(_CONFIGMAPS, [_BY_NAME], what, resource_version, timeout_seconds):
             yield _event(event)
 
 
 def _event(event: Mapping[str, Any]) -> ConfigMapState:
-    kind, obj = event.get("type"), event.get("object") or {}
+    kind, obj = event["type"], event["object"]
     rv = str((obj.get("metadata") or {}).get("resourceVersion", ""))
     if kind == "BOOKMARK":
         return ConfigMapState(None, rv, changed=False)

@@ -10,14 +10,15 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
 import aiohttp
 
-from adapter.errors import KubernetesError, ResourceExpired
+from adapter.backends.kube_client import KubeClient, status_reason
+from adapter.errors import KubernetesError
 from adapter.naming.resources import ResourceInfo
 
 log = logging.getLogger(__name__)
@@ -25,6 +26,7 @@ log = logging.getLogger(__name__)
 LIST_ACCEPT = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json"
 WATCH_ACCEPT = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json"
 PAGE_SIZE = 500
+REQUEST_SECONDS = 15.0  # one page of a LIST
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,104 +61,41 @@ class KubeMetadataAPI(Protocol):
     async def close(self) -> None: ...
 
 
-def parse_object(obj: Any) -> tuple[ObjectMeta, str]:
-    meta = obj.get("metadata") or {}
+def parse_object(obj: Mapping[str, Any]) -> tuple[ObjectMeta, str]:
+    """An object's metadata, checked: a name that is not a string, labels that are not a string map, fail."""
+    meta = obj.get("metadata")
+    if not isinstance(meta, dict) or not isinstance(meta.get("name"), str):
+        raise KubernetesError("an object without metadata.name")
     labels = meta.get("labels") or {}
-    return ObjectMeta(str(meta["name"]), meta.get("namespace"), {str(k): str(v) for k, v in labels.items()}), str(
-        meta.get("resourceVersion", "")
-    )
-
-
-def status_reason(status: int, body: bytes) -> str:
-    """ "HTTP 403 Forbidden": the code and the Status ``reason``, never its message (which may quote the request)."""
-    try:
-        reason = json.loads(body).get("reason") or ""
-    except (ValueError, AttributeError):
-        reason = ""
-    return f"HTTP {status}" + (f" {reason}" if reason else "")
-
-
-async def watch_stream(
-    open_stream: Callable[[], Awaitable[Any]], what: str, resource_version: str
-) -> AsyncIterator[dict[str, Any]]:
-    """The events of one watch response, decoded; 410 (as the answer or as an ERROR event) raises
-    ``ResourceExpired``, any other failure ``KubernetesError`` naming ``what`` with the code and reason only."""
-    try:
-        resp = await open_stream()
-    except (aiohttp.ClientError, OSError, TimeoutError) as e:
-        raise KubernetesError(f"{what}: {e}") from e
-    try:
-        if resp.status == 410:
-            raise ResourceExpired(f"{what} from {resource_version}: 410 Gone")
-        if resp.status != 200:
-            raise KubernetesError(f"{what} answered {status_reason(resp.status, await resp.read())}")
-        async for line in resp.content:
-            if not line.strip():
-                continue
-            event = json.loads(line)
-            if event.get("type") == "ERROR":  # as client-go's reflector treats them
-                obj = event.get("object") or {}
-                message = f"{what}: error {obj.get('code')} {obj.get('reason', '')}"
-                raise ResourceExpired(message) if obj.get("code") == 410 else KubernetesError(message)
-            yield event
-    except (aiohttp.ClientError, TimeoutError) as e:
-        raise KubernetesError(f"{what}: {e}") from e
-    finally:
-        resp.release()
+    namespace = meta.get("namespace")
+    if not isinstance(labels, dict) or not (namespace is None or isinstance(namespace, str)):
+        raise KubernetesError(f"object {meta['name']}: labels or namespace of the wrong type")
+    labels = {str(k): str(v) for k, v in labels.items()}
+    return ObjectMeta(meta["name"], namespace, labels), str(meta.get("resourceVersion", ""))
 
 
 def parse_event(event: Mapping[str, Any]) -> WatchEvent:
-    """One decoded watch event (``watch_stream``) of object metadata."""
-    kind, obj = event.get("type"), event.get("object") or {}
+    """One decoded watch event of object metadata."""
+    kind, obj = event["type"], event["object"]
     if kind == "BOOKMARK":
         return WatchEvent(kind, None, str((obj.get("metadata") or {}).get("resourceVersion", "")))
     meta, rv = parse_object(obj)
     return WatchEvent(str(kind), meta, rv)
 
 
-async def new_api_client(kubeconfig: Path | None) -> Any:
-    """A kubernetes_asyncio ``ApiClient`` from a kubeconfig file, or the pod's service account when None."""
-    from kubernetes_asyncio import client, config
-
-    try:
-        if kubeconfig is not None:
-            return await config.new_client_from_config(config_file=str(kubeconfig))
-        configuration = client.Configuration()
-        load_incluster: Any = config.load_incluster_config
-        load_incluster(client_configuration=configuration)
-        return client.ApiClient(configuration)
-    except (config.ConfigException, OSError, ValueError, KeyError) as e:
-        raise KubernetesError(f"cannot configure the Kubernetes client: {e}") from e
-
-
 class KubernetesMetadataAPI:
-    """``KubeMetadataAPI`` over kubernetes_asyncio's configured ``ApiClient``."""
+    """``KubeMetadataAPI`` over the adapter's Kubernetes client."""
 
-    def __init__(self, api_client: Any, request_timeout: float = 15.0) -> None:
-        self.api_client = api_client
-        self.request_timeout = request_timeout
+    def __init__(self, client: KubeClient) -> None:
+        self.client = client
 
     @classmethod
     async def connect(cls, kubeconfig: Path | None) -> KubernetesMetadataAPI:
         """From a kubeconfig file, or the pod's service account when ``kubeconfig`` is None."""
-        return cls(await new_api_client(kubeconfig))
+        return cls(await KubeClient.connect(kubeconfig, REQUEST_SECONDS))
 
     async def close(self) -> None:
-        await self.api_client.close()
-
-    async def _get(self, path: str, params: list[tuple[str, str]], accept: str, limit: Any) -> Any:
-        try:
-            return await self.api_client.call_api(
-                path,
-                "GET",
-                query_params=params,
-                header_params={"Accept": accept},
-                auth_settings=["BearerToken"],
-                _preload_content=False,
-                _request_timeout=limit,
-            )
-        except (aiohttp.ClientError, OSError, TimeoutError) as e:
-            raise KubernetesError(f"GET {path}: {e}") from e
+        await self.client.close()
 
     async def list(self, resource: ResourceInfo, namespace: str | None = None, label_selector: str = "") -> ObjectList:
         path = resource.path(namespace)
@@ -168,21 +107,19 @@ class KubernetesMetadataAPI:
                 params.append(("labelSelector", label_selector))
             if token:
                 params.append(("continue", token))
-            resp = await self._get(path, params, LIST_ACCEPT, self.request_timeout)
             try:
-                body = await resp.read()
-            except (aiohttp.ClientError, TimeoutError) as e:
-                raise KubernetesError(f"LIST {path}: {e}") from e
-            finally:
-                resp.release()
-            if resp.status == 410 and token:
+                status, body = await self.client.send("GET", path, params, accept=LIST_ACCEPT)
+            except (aiohttp.ClientError, OSError, TimeoutError) as e:
+                raise KubernetesError(f"LIST {path}: {e or type(e).__name__}") from e
+            if status == 410 and token:
                 log.info("LIST %s: continue token expired; listing again from the start", path)
                 items, token = [], ""
                 continue
-            if resp.status != 200:
-                raise KubernetesError(f"LIST {path} answered HTTP {resp.status}: {body[:300]!r}")
-            page = json.loads(body)
-            items.extend(parse_object(obj)[0] for obj in page.get("items") or [])
+            if status != 200:
+                raise KubernetesError(f"LIST {path} answered {status_reason(status, body)}")
+            page = _object(body, f"LIST {path}")
+            for obj in page.get("items") or []:
+                items.append(parse_object(obj)[0])
             meta = page.get("metadata") or {}
             token = meta.get("continue") or ""
             if not token:
@@ -191,17 +128,17 @@ class KubernetesMetadataAPI:
     async def watch(
         self, resource: ResourceInfo, resource_version: str, timeout_seconds: int
     ) -> AsyncIterator[WatchEvent]:
-        params = [
-            ("watch", "true"),
-            ("resourceVersion", resource_version),
-            ("allowWatchBookmarks", "true"),
-            ("timeoutSeconds", str(timeout_seconds)),
-        ]
-        timeout = aiohttp.ClientTimeout(total=None, sock_connect=self.request_timeout, sock_read=timeout_seconds + 30)
-        events = watch_stream(
-            lambda: self._get(resource.list_path, params, WATCH_ACCEPT, timeout),
-            f"WATCH {resource.list_path}",
-            resource_version,
-        )
+        path = resource.list_path
+        events = self.client.watch(path, [], f"WATCH {path}", resource_version, timeout_seconds, WATCH_ACCEPT)
         async for event in events:
             yield parse_event(event)
+
+
+def _object(body: bytes, what: str) -> dict[str, Any]:
+    try:
+        value = json.loads(body)
+    except ValueError:
+        value = None
+    if not isinstance(value, dict):
+        raise KubernetesError(f"{what}: the answer is not a JSON object")
+    return value

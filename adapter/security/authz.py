@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import Any
+from typing import cast
 
-from adapter.backends.auth_api import ACCESS_REVIEWS, AuthAPI
+from adapter.backends.auth_api import ACCESS_REVIEWS, AccessReviewSpec, AuthAPI, ResourceAttributes, SubjectAccessReview
 from adapter.security.identity import MASTERS, User
 from adapter.security.request_info import RequestAttributes
 from adapter.single_flight import SingleFlightCache
@@ -26,9 +26,9 @@ class Decision:
     source: str = "review"
 
 
-def review_body(user: User, attrs: RequestAttributes) -> dict[str, Any]:
+def review_body(user: User, attrs: RequestAttributes) -> SubjectAccessReview:
     """The SubjectAccessReview, empty fields left out as Kubernetes' own client leaves them out."""
-    spec: dict[str, Any] = {"user": user.name}
+    spec: AccessReviewSpec = {"user": user.name}
     if user.uid:
         spec["uid"] = user.uid
     if user.groups:
@@ -36,7 +36,7 @@ def review_body(user: User, attrs: RequestAttributes) -> dict[str, Any]:
     if user.extra:
         spec["extra"] = {k: list(v) for k, v in user.extra}
     if attrs.resource_request:
-        fields = {
+        fields: ResourceAttributes = {
             "namespace": attrs.namespace,
             "verb": attrs.verb,
             "group": attrs.group,
@@ -45,7 +45,7 @@ def review_body(user: User, attrs: RequestAttributes) -> dict[str, Any]:
             "subresource": attrs.subresource,
             "name": attrs.name,
         }
-        spec["resourceAttributes"] = {k: v for k, v in fields.items() if v}
+        spec["resourceAttributes"] = cast(ResourceAttributes, {k: v for k, v in fields.items() if v})
     else:
         spec["nonResourceAttributes"] = {"path": attrs.path, "verb": attrs.verb}
     return {"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview", "spec": spec}

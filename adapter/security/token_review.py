@@ -13,7 +13,7 @@ import secrets
 from collections.abc import Mapping
 from typing import Any
 
-from adapter.backends.auth_api import TOKEN_REVIEWS, AuthAPI
+from adapter.backends.auth_api import TOKEN_REVIEWS, AuthAPI, TokenReview
 from adapter.security.identity import User, extra_of
 from adapter.single_flight import SingleFlightCache
 
@@ -59,7 +59,7 @@ class TokenReviewer:
         key = hmac.new(self._key, token.encode(), hashlib.sha256).digest()
 
         async def review() -> User | None:
-            body = {
+            body: TokenReview = {
                 "apiVersion": "authentication.k8s.io/v1",
                 "kind": "TokenReview",
                 "spec": {"token": token},

@@ -15,7 +15,7 @@ import pytest
 from cryptography.x509.oid import ExtendedKeyUsageOID
 
 from adapter.backends.auth_api import KubernetesAuthAPI
-from adapter.backends.kube_api import new_api_client
+from adapter.backends.kube_client import KubeClient
 from tests.adapter.conftest import MakeSecure, eventually
 from tests.adapter.pki import CA
 from tests.adapter.secure import CUSTOM, HPA, HPA_REQUEST, HPA_TOKEN, STRANGER_TOKEN, Cluster
@@ -244,7 +244,7 @@ async def test_a_review_that_cannot_be_made_is_503_never_allowed(
     make_secure: MakeSecure, cluster: Cluster, kube: FakeKubeAPIServer, failure: str, tmp_path: Path
 ) -> None:
     # the adapter's own client, with a shorter deadline than the default 10 s
-    api = KubernetesAuthAPI(await new_api_client(kube.kubeconfig(tmp_path / "review-kubeconfig")), 0.5)
+    api = KubernetesAuthAPI(await KubeClient.connect(kube.kubeconfig(tmp_path / "review-kubeconfig"), 0.5))
     try:
         adapter = await make_secure(auth_api=api)
         if failure == "error":
@@ -252,7 +252,7 @@ async def test_a_review_that_cannot_be_made_is_503_never_allowed(
         elif failure == "timeout":
             kube.reviews.delay = 2.0
         else:
-            api.api_client.configuration.host = "http://127.0.0.1:9"
+            api.client.api_client.configuration.host = "http://127.0.0.1:9"
         for request in ({"identity": cluster.front_proxy, "headers": AS_HPA}, {"token": HPA_TOKEN}):
             r = await adapter.get(HPA_REQUEST, **request)  # type: ignore[arg-type]
             assert r.status == 503, r.text
@@ -263,7 +263,7 @@ async def test_a_review_that_cannot_be_made_is_503_never_allowed(
             )
         # failures are not cached: once the API answers again, so does the adapter
         kube.reviews.failures, kube.reviews.delay = 0, 0.0
-        api.api_client.configuration.host = kube.url
+        api.client.api_client.configuration.host = kube.url
         r = await adapter.get(HPA_REQUEST, cluster.front_proxy, AS_HPA)
         assert r.status == 200, r.text
     finally:
