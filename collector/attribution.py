@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable
-from typing import Any
+from typing import Protocol
 
 from .cgroups import CgroupReader
 from .errors import ProcessGone
@@ -76,17 +76,21 @@ def resolve(assignments: Iterable[Assignment], readings: Iterable[DeviceReading]
     return owners
 
 
+class ProcessMemoryReader(Protocol):
+    def process_memory(self, index: int) -> dict[int, int]: ...
+
+
 class Attribution:
     def __init__(
         self,
-        nvml: Any,
+        reader: ProcessMemoryReader,
         watcher: PodResourcesWatcher,
         directory: PodDirectory | None,
         cgroups: CgroupReader,
         sampler: ProcessSampler | None,
         replace_blanks: bool = False,
     ) -> None:
-        self._nvml = nvml
+        self._reader = reader
         self.watcher = watcher  # the kubelet's pod-resources map, refreshed on its own thread
         self._directory = directory
         self._cgroups = cgroups
@@ -98,13 +102,13 @@ class Attribution:
     def __call__(self, result: CycleResult) -> list[Series]:
         owners = resolve(self.watcher.current.assignments, result.readings)
         shared = {
-            r.gpu.index: r
+            r.gpu.index
             for r in result.readings
             if len({(o.namespace, o.pod) for o in owners.get((r.gpu.index, None), ())}) > 1
         }
         self.shared_gpus = len(shared)
         if self._sampler is not None:
-            self._sampler.watch({i: r.handle for i, r in shared.items()})
+            self._sampler.watch(sorted(shared))
         series: list[Series] = []
         for reading in result.readings:
             index = reading.gpu.index
@@ -126,7 +130,7 @@ class Attribution:
             return []
         index = reading.gpu.index
         sums = self._sampler.window_sums(index)
-        memory = self._process_memory(reading.handle)
+        memory = {pid: used // MIB for pid, used in self._reader.process_memory(index).items()}  # pid → MiB
         pod_of: dict[int, tuple[str, str]] = {}
         for pid in set(sums) | set(memory):
             try:
@@ -149,18 +153,6 @@ class Attribution:
                 share = sum(sums.get(p, 0.0) for p in pids) / total if total > 0 else 0.0
                 values[GPU_UTIL] = round(device * share, 2)
             out.append(Series(base, values, owner_labels(owner)))
-        return out
-
-    def _process_memory(self, handle: Any) -> dict[int, int]:
-        """pid → MiB of device memory, for the processes running on this GPU now."""
-        try:
-            processes = self._nvml.nvmlDeviceGetComputeRunningProcesses(handle)
-        except self._nvml.NVMLError:
-            return {}
-        out = {}
-        for p in processes:
-            used = getattr(p, "usedGpuMemory", None)
-            out[int(p.pid)] = int(used) // MIB if isinstance(used, int) else 0
         return out
 
     def families(self) -> list[Family]:

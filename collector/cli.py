@@ -18,6 +18,8 @@ from .attribution import Attribution
 from .cgroups import CgroupReader
 from .collection import Collection
 from .errors import ConfigError
+from .nvml_api import Nvml
+from .nvml_reader import NvmlReader
 from .pod_directory import KubePodDirectory, PodDirectory
 from .pod_resources import PodResourcesClient, PodResourcesWatcher
 from .process_sampler import ProcessSampler
@@ -53,7 +55,7 @@ def configure_logging(settings: Settings) -> None:
     logging.getLogger("aiohttp.access").setLevel(logging.WARNING)
 
 
-def choose_nvml(settings: Settings) -> tuple[Any, bool]:
+def choose_nvml(settings: Settings) -> tuple[Nvml, bool]:
     """The NVML module to read, and whether it is simulated."""
     if settings.simulate_spec:
         spec = load_spec(settings.simulate_spec)
@@ -98,15 +100,16 @@ class Node:
                 part.stop()
 
 
-def build_node(settings: Settings, nvml: Any, simulated: bool, directory: PodDirectory | None = None) -> Node:
+def build_node(settings: Settings, nvml: Nvml, simulated: bool, directory: PodDirectory | None = None) -> Node:
     """The collection, and with -k the pod mapping: pod-resources watcher, process sampler, pod directory."""
     common = (("Hostname", settings.hostname),) if settings.hostname else ()
+    slow_every = max(1, round(settings.slow_interval / settings.interval))
+    reader = NvmlReader(nvml, slow_every=slow_every, interval=settings.interval)
 
     def collection(attribution: Attribution | None = None) -> Collection:
-        return Collection(nvml, settings.collectors, interval=settings.interval,
-                          slow_interval=settings.slow_interval, common_labels=common,
+        return Collection(reader, settings.collectors, interval=settings.interval, common_labels=common,
                           replace_blanks=settings.replace_blanks, help_prefix=SIMULATED_HELP if simulated else "",
-                          attach=attribution, extra_families=attribution.families if attribution else None)  # fmt: skip
+                          attribution=attribution)  # fmt: skip
 
     if not settings.kubernetes:
         return Node(collection())
@@ -114,10 +117,10 @@ def build_node(settings: Settings, nvml: Any, simulated: bool, directory: PodDir
         settings.pod_resources_socket, settings.resource_names, timeout=settings.pod_resources_timeout
     )
     watcher = PodResourcesWatcher(client, refresh=settings.pod_resources_refresh)
-    sampler = ProcessSampler(nvml, window=settings.shared_window)
+    sampler = ProcessSampler(reader, window=settings.shared_window)
     own_directory = KubePodDirectory(settings.node_name, settings.kubeconfig) if directory is None else None
     attribution = Attribution(
-        nvml, watcher, directory or own_directory, CgroupReader(settings.proc_root), sampler,
+        reader, watcher, directory or own_directory, CgroupReader(settings.proc_root), sampler,
         replace_blanks=settings.replace_blanks,
     )  # fmt: skip
     return Node(collection(attribution), watcher, sampler, own_directory)

@@ -12,21 +12,19 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from common.watched_file import WatchedFiles
 
 from . import counters as counters_file
+from .attribution import Attribution
 from .counters import Counters
 from .errors import ConfigError, NvmlUnavailable
 from .exposition import Family, Labels, render_openmetrics, render_text
 from .nvml_reader import CycleResult, NvmlReader
 from .self_metrics import SelfStats, self_families
-from .series import Series, device_series, gpu_families
+from .series import device_series, gpu_families
 
 log = logging.getLogger(__name__)
-
-Attach = Callable[[CycleResult], list[Series]]
 
 # After this many cycles in which every GPU failed, NVML is shut down and started again (a driver reload).
 _REINIT_AFTER_ALL_LOST = 3
@@ -62,19 +60,20 @@ class Health:
 class Collection:
     def __init__(
         self,
-        nvml: Any,
+        reader: NvmlReader,
         counters_path: str | None,
         *,
         interval: float = 1.0,
-        slow_interval: float = 10.0,
         common_labels: Labels = (),
         replace_blanks: bool = False,
         help_prefix: str = "",
-        attach: Attach | None = None,
-        extra_families: Callable[[], list[Family]] | None = None,
+        attribution: Attribution | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        self._reader = NvmlReader(nvml, slow_every=max(1, round(slow_interval / interval)), interval=interval)
+        """``reader`` is opened by the first cycle (again after NVML restarts) and closed by ``stop``.
+        ``attribution`` attaches pods to the readings and adds its own self-metrics; without it, series name GPUs only.
+        """
+        self._reader = reader
         self._counters_path = counters_path
         self.counters: Counters = counters_file.load(counters_path)
         self._counters_file = WatchedFiles(Path(counters_path) if counters_path else None)
@@ -82,8 +81,7 @@ class Collection:
         self._common = common_labels
         self._replace_blanks = replace_blanks
         self._help_prefix = help_prefix
-        self._attach: Attach = attach or (lambda result: device_series(result.readings, self._replace_blanks))
-        self._extra_families: Callable[[], list[Family]] = extra_families or list
+        self._attribution = attribution
         self._clock = clock
         self.stats = SelfStats()
         self._open = False
@@ -130,7 +128,10 @@ class Collection:
             return delay
         wall, cpu = time.perf_counter(), time.thread_time()
         result = self._reader.read(self.counters.fields)
-        series = self._attach(result)
+        if self._attribution is not None:
+            series = self._attribution(result)
+        else:
+            series = device_series(result.readings, self._replace_blanks)
         families = gpu_families(
             series,
             self.counters,
@@ -189,7 +190,8 @@ class Collection:
             len(self._reader.gpus) if self._open else 0,
             self._reader.point_sampled,
         )
-        self.latest = Exposition([*families, *self._extra_families(), *own], self._clock())
+        attribution = self._attribution.families() if self._attribution is not None else []
+        self.latest = Exposition([*families, *attribution, *own], self._clock())
 
     # -- configuration ---------------------------------------------------------------------------------------
 

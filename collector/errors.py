@@ -4,7 +4,8 @@ CollectorError
 ├── ConfigError        a flag, environment variable or counters file is wrong; the message names which and why
 └── NvmlUnavailable    NVML could not start (no driver, no library); the process stays up and retries
 
-Raised and caught inside the collector (each costs one refresh or one process, counted, never the process):
+Raised and caught inside the collector (each costs one poll, refresh or process, counted, never the process):
+NvmlReadError          NVML did not answer a per-process utilization poll of one GPU
 PodResourcesError      the kubelet's pod-resources call failed; ``kind`` names how (for the error counter)
 ProcessGone            a process exited between being listed and being looked up
 """
@@ -20,6 +21,10 @@ class ConfigError(CollectorError):
 
 class NvmlUnavailable(CollectorError):
     """NVML did not initialise; the message says why."""
+
+
+class NvmlReadError(Exception):
+    """NVML did not answer a read; the message names the GPU and NVML's error."""
 
 
 class PodResourcesError(Exception):

@@ -11,11 +11,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
+
+from .nvml_api import Handle, Nvml
 
 MetricType = Literal["gauge", "counter"]
 Values = dict[str, float]
-Reading = Callable[[Any, Any], Values]
+Reading = Callable[[Nvml, Handle], Values]
 
 MIB = 1024 * 1024
 
@@ -28,20 +30,20 @@ class Field:
     reading: str
 
 
-def _utilization(nvml: Any, handle: Any) -> Values:
+def _utilization(nvml: Nvml, handle: Handle) -> Values:
     rates = nvml.nvmlDeviceGetUtilizationRates(handle)
     return {"DCGM_FI_DEV_GPU_UTIL": rates.gpu, "DCGM_FI_DEV_MEM_COPY_UTIL": rates.memory}
 
 
-def _encoder(nvml: Any, handle: Any) -> Values:
+def _encoder(nvml: Nvml, handle: Handle) -> Values:
     return {"DCGM_FI_DEV_ENC_UTIL": nvml.nvmlDeviceGetEncoderUtilization(handle)[0]}
 
 
-def _decoder(nvml: Any, handle: Any) -> Values:
+def _decoder(nvml: Nvml, handle: Handle) -> Values:
     return {"DCGM_FI_DEV_DEC_UTIL": nvml.nvmlDeviceGetDecoderUtilization(handle)[0]}
 
 
-def _memory(nvml: Any, handle: Any) -> Values:
+def _memory(nvml: Nvml, handle: Handle) -> Values:
     # The v2 structure splits driver-reserved memory out of "used"; DCGM reports all three in whole MiB.
     mem = nvml.nvmlDeviceGetMemoryInfo(handle, version=nvml.nvmlMemory_v2)
     return {
@@ -52,39 +54,39 @@ def _memory(nvml: Any, handle: Any) -> Values:
     }
 
 
-def _power(nvml: Any, handle: Any) -> Values:
+def _power(nvml: Nvml, handle: Handle) -> Values:
     return {"DCGM_FI_DEV_POWER_USAGE": nvml.nvmlDeviceGetPowerUsage(handle) / 1000.0}
 
 
-def _power_limit(nvml: Any, handle: Any) -> Values:
+def _power_limit(nvml: Nvml, handle: Handle) -> Values:
     return {"DCGM_FI_DEV_POWER_MGMT_LIMIT": nvml.nvmlDeviceGetPowerManagementLimit(handle) / 1000.0}
 
 
-def _energy(nvml: Any, handle: Any) -> Values:
+def _energy(nvml: Nvml, handle: Handle) -> Values:
     return {"DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION": nvml.nvmlDeviceGetTotalEnergyConsumption(handle)}
 
 
-def _gpu_temp(nvml: Any, handle: Any) -> Values:
+def _gpu_temp(nvml: Nvml, handle: Handle) -> Values:
     return {"DCGM_FI_DEV_GPU_TEMP": nvml.nvmlDeviceGetTemperature(handle, nvml.NVML_TEMPERATURE_GPU)}
 
 
-def _sm_clock(nvml: Any, handle: Any) -> Values:
+def _sm_clock(nvml: Nvml, handle: Handle) -> Values:
     return {"DCGM_FI_DEV_SM_CLOCK": nvml.nvmlDeviceGetClockInfo(handle, nvml.NVML_CLOCK_SM)}
 
 
-def _mem_clock(nvml: Any, handle: Any) -> Values:
+def _mem_clock(nvml: Nvml, handle: Handle) -> Values:
     return {"DCGM_FI_DEV_MEM_CLOCK": nvml.nvmlDeviceGetClockInfo(handle, nvml.NVML_CLOCK_MEM)}
 
 
-def _fan(nvml: Any, handle: Any) -> Values:
+def _fan(nvml: Nvml, handle: Handle) -> Values:
     return {"DCGM_FI_DEV_FAN_SPEED": nvml.nvmlDeviceGetFanSpeed(handle)}
 
 
-def _pcie_replay(nvml: Any, handle: Any) -> Values:
+def _pcie_replay(nvml: Nvml, handle: Handle) -> Values:
     return {"DCGM_FI_DEV_PCIE_REPLAY_COUNTER": nvml.nvmlDeviceGetPcieReplayCounter(handle)}
 
 
-def _remapped_rows(nvml: Any, handle: Any) -> Values:
+def _remapped_rows(nvml: Nvml, handle: Handle) -> Values:
     correctable, uncorrectable, _pending, failure = nvml.nvmlDeviceGetRemappedRows(handle)
     return {
         "DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS": correctable,
@@ -93,7 +95,7 @@ def _remapped_rows(nvml: Any, handle: Any) -> Values:
     }
 
 
-def _ecc(nvml: Any, handle: Any) -> Values:
+def _ecc(nvml: Nvml, handle: Handle) -> Values:
     def total(bit_type: int, counter: int) -> int:
         return int(nvml.nvmlDeviceGetTotalEccErrors(handle, bit_type, counter))
 
@@ -105,21 +107,21 @@ def _ecc(nvml: Any, handle: Any) -> Values:
     }
 
 
-def _clock_events(nvml: Any, handle: Any) -> Values:
+def _clock_events(nvml: Nvml, handle: Handle) -> Values:
     return {"DCGM_FI_DEV_CLOCK_THROTTLE_REASONS": nvml.nvmlDeviceGetCurrentClocksEventReasons(handle)}
 
 
-def _pstate(nvml: Any, handle: Any) -> Values:
+def _pstate(nvml: Nvml, handle: Handle) -> Values:
     return {"DCGM_FI_DEV_PSTATE": nvml.nvmlDeviceGetPerformanceState(handle)}
 
 
-def typed_value(value: Any, value_type: int) -> float:
+def typed_value(value: object, value_type: int) -> float:
     """The member of NVML's value union that ``value_type`` (an ``nvmlValueType_t``) says is set."""
     kinds = {0: "dVal", 1: "uiVal", 2: "ulVal", 3: "ullVal", 4: "sllVal", 5: "siVal", 6: "usVal"}
     return float(getattr(value, kinds.get(value_type, "ullVal")))
 
 
-def _field_values(nvml: Any, handle: Any) -> Values:
+def _field_values(nvml: Nvml, handle: Handle) -> Values:
     """Fields that only the field-values API gives; each carries its own return code."""
     wanted = {
         nvml.NVML_FI_DEV_MEMORY_TEMP: "DCGM_FI_DEV_MEMORY_TEMP",

@@ -7,12 +7,12 @@ previous one, so the first read after start returns nothing.
 from __future__ import annotations
 
 import contextlib
-from typing import Any
 
 from .fields import GPM_METRICS, Values
+from .nvml_api import Handle, Nvml
 
 
-def gpm_supported(nvml: Any, handle: Any) -> bool:
+def gpm_supported(nvml: Nvml, handle: Handle) -> bool:
     """Whether the device answers GPM at all; older GPUs and drivers say NotSupported or lack the function."""
     try:
         return bool(nvml.nvmlGpmQueryDeviceSupport(handle).isSupportedDevice)
@@ -21,7 +21,7 @@ def gpm_supported(nvml: Any, handle: Any) -> bool:
 
 
 class GpmSampler:
-    def __init__(self, nvml: Any, handle: Any, gpu_instance_id: int | None = None) -> None:
+    def __init__(self, nvml: Nvml, handle: Handle, gpu_instance_id: int | None = None) -> None:
         self._nvml = nvml
         self._handle = handle
         self._gpu_instance_id = gpu_instance_id

@@ -1,4 +1,5 @@
-"""NVML → plain readings: one dict of field values per GPU and cycle, nothing Prometheus-specific.
+"""NVML → plain readings: one dict of field values per GPU and cycle, nothing Prometheus-specific; and for shared
+GPUs, what each process uses. Every NVML call the collector makes goes through the reader and its parts.
 
 Faults degrade as narrowly as they can: a NotSupported answer removes one reading's fields for good (said once in
 the log and kept in ``unsupported`` for the self-metrics); any other error on a reading costs those fields for this
@@ -9,38 +10,15 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import re
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any
 
-from .errors import NvmlUnavailable
-from .fields import FIELDS, GPM, NVLINK_FIELDS, READINGS, SAMPLED_READINGS, SLOW_READINGS, XID, Values
-from .gpm import GpmSampler, gpm_supported
-from .utilization import UtilizationSampler
-from .xid import XidWatcher
+from .errors import NvmlReadError, NvmlUnavailable
+from .fields import FIELDS, GPM, READINGS, SAMPLED_READINGS, SLOW_READINGS, XID, Values
+from .nvml_api import Nvml
+from .nvml_device import Device, GpuInfo, MigInstance, error_kind, text
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class GpuInfo:
-    index: int
-    uuid: str
-    pci_bus_id: str
-    minor: int
-    model: str
-
-    @property
-    def device(self) -> str:
-        return f"nvidia{self.minor}"
-
-
-@dataclass(frozen=True)
-class MigInstance:
-    gpu_instance_id: int
-    profile: str  # "1g.18gb"
-    uuid: str  # "MIG-..."
 
 
 @dataclass(frozen=True)
@@ -54,7 +32,6 @@ class DeviceReading:
     gpu: GpuInfo
     values: Values
     instances: tuple[InstanceReading, ...] = ()
-    handle: Any = field(default=None, compare=False, repr=False)  # for per-process reads of shared GPUs
 
 
 @dataclass
@@ -65,101 +42,25 @@ class CycleResult:
     lost: int = 0
 
 
-def error_kind(nvml: Any, error: BaseException) -> str:
-    """A short stable name for an NVML error ("NotSupported", "GpuIsLost"), without calling into the library."""
-    if isinstance(error, nvml.NVMLError):
-        name = type(error).__name__
-        return name.removeprefix("NVMLError_") if name != "NVMLError" else f"code{getattr(error, 'value', '?')}"
-    return type(error).__name__
+@dataclass(frozen=True)
+class ProcessSample:
+    """One of NVML's per-process utilization samples: the process that held the GPU in one ~200 ms window."""
 
-
-class _Device:
-    def __init__(self, nvml: Any, info: GpuInfo, handle: Any, interval: float) -> None:
-        self.info = info
-        self.handle = handle
-        self.utilization = UtilizationSampler(nvml, handle, interval)
-        self.unsupported: dict[str, str] = {}
-        self.slow_values: dict[str, Values] = {}
-        self.instances: list[tuple[MigInstance, Any, GpmSampler | None]] = []
-        self.gpm: GpmSampler | None = None
-        self.xid: XidWatcher | None = None
-        if gpm_supported(nvml, handle):
-            self.gpm = GpmSampler(nvml, handle)
-        else:
-            self.unsupported.update(dict.fromkeys(_fields_of(GPM), "GPM not supported on this GPU or driver"))
-        if not _has_active_nvlink(nvml, handle):
-            self.unsupported.update(dict.fromkeys(NVLINK_FIELDS, "no active NVLink link"))
-        try:
-            self.xid = XidWatcher(nvml, handle)
-        except nvml.NVMLError as e:
-            self.unsupported.update(dict.fromkeys(_fields_of(XID), f"XID events: {error_kind(nvml, e)}"))
-
-    def find_instances(self, nvml: Any) -> None:
-        """The MIG GPU instances of this GPU, each with its own GPM sampler; none when MIG is off or unsupported."""
-        for _, _, sampler in self.instances:
-            if sampler is not None:
-                sampler.close()
-        self.instances = []
-        try:
-            current, _pending = nvml.nvmlDeviceGetMigMode(self.handle)
-            if current != nvml.NVML_DEVICE_MIG_ENABLE:
-                return
-            count = nvml.nvmlDeviceGetMaxMigDeviceCount(self.handle)
-        except nvml.NVMLError:
-            return
-        for i in range(count):
-            try:
-                mig = nvml.nvmlDeviceGetMigDeviceHandleByIndex(self.handle, i)
-                gi = int(nvml.nvmlDeviceGetGpuInstanceId(mig))
-                name = _text(nvml.nvmlDeviceGetName(mig))
-                instance = MigInstance(gi, _profile(name), _text(nvml.nvmlDeviceGetUUID(mig)))
-            except nvml.NVMLError:
-                continue  # NotFound: no MIG device at this slot
-            sampler = GpmSampler(nvml, self.handle, gi) if self.gpm is not None else None
-            self.instances.append((instance, mig, sampler))
-
-    def close(self) -> None:
-        for sampler in [self.gpm, *(s for _, _, s in self.instances)]:
-            if sampler is not None:
-                sampler.close()
-        if self.xid is not None:
-            self.xid.close()
-
-
-def _has_active_nvlink(nvml: Any, handle: Any) -> bool:
-    for link in range(nvml.NVML_NVLINK_MAX_LINKS):
-        try:
-            if nvml.nvmlDeviceGetNvLinkState(handle, link) == nvml.NVML_FEATURE_ENABLED:
-                return True
-        except nvml.NVMLError:
-            continue
-    return False
-
-
-def _profile(mig_name: str) -> str:
-    """ "NVIDIA H200 MIG 1g.18gb" → "1g.18gb"; the whole name when it carries no profile."""
-    match = re.search(r"\d+g\.\d+gb", mig_name)
-    return match.group(0) if match else mig_name
-
-
-def _fields_of(reading: str) -> list[str]:
-    return [f.name for f in FIELDS.values() if f.reading == reading]
-
-
-def _text(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
+    pid: int
+    timestamp_us: int  # NVML's clock
+    sm_util: float  # percent
 
 
 class NvmlReader:
     """Owns the NVML session: start, enumerate GPUs, read the requested fields of every GPU each cycle."""
 
-    def __init__(self, nvml: Any, slow_every: int = 10, interval: float = 1.0) -> None:
+    def __init__(self, nvml: Nvml, slow_every: int = 10, interval: float = 1.0) -> None:
         """``interval``: the span of GPU time each sampled utilization averages over (the collection interval)."""
         self._nvml = nvml
         self._interval = interval
         self._slow_every = max(1, slow_every)
         self._cycle = 0
-        self._devices: list[_Device] = []
+        self._devices: list[Device] = []
         self.driver_version = ""
         self._reported: set[tuple[int, str]] = set()
 
@@ -180,7 +81,7 @@ class NvmlReader:
         nvml = self._nvml
         try:
             nvml.nvmlInit()
-            self.driver_version = _text(nvml.nvmlSystemGetDriverVersion())
+            self.driver_version = text(nvml.nvmlSystemGetDriverVersion())
             count = nvml.nvmlDeviceGetCount()
         except nvml.NVMLError as e:
             raise NvmlUnavailable(f"NVML did not start: {error_kind(nvml, e)} ({_describe(e)})") from e
@@ -198,7 +99,7 @@ class NvmlReader:
             ", ".join(f"{d.info.index}={d.info.model} {d.info.uuid}" for d in devices) or "none",
         )
 
-    def _open_device(self, index: int) -> _Device:
+    def _open_device(self, index: int) -> Device:
         nvml = self._nvml
         handle = nvml.nvmlDeviceGetHandleByIndex(index)
         try:
@@ -207,12 +108,12 @@ class NvmlReader:
             minor = index
         info = GpuInfo(
             index=index,
-            uuid=_text(nvml.nvmlDeviceGetUUID(handle)),
-            pci_bus_id=_text(nvml.nvmlDeviceGetPciInfo(handle).busId),
+            uuid=text(nvml.nvmlDeviceGetUUID(handle)),
+            pci_bus_id=text(nvml.nvmlDeviceGetPciInfo(handle).busId),
             minor=minor,
-            model=_text(nvml.nvmlDeviceGetName(handle)),
+            model=text(nvml.nvmlDeviceGetName(handle)),
         )
-        device = _Device(nvml, info, handle, self._interval)
+        device = Device(nvml, info, handle, self._interval)
         device.find_instances(nvml)
         return device
 
@@ -238,10 +139,44 @@ class NvmlReader:
             values = self._read_device(device, by_reading, result, refresh_slow)
             if values is not None:
                 instances = tuple(self._read_instances(device, fields, result))
-                result.readings.append(DeviceReading(device.info, values, instances, device.handle))
+                result.readings.append(DeviceReading(device.info, values, instances))
         return result
 
-    def _read_instances(self, device: _Device, fields: frozenset[str], result: CycleResult) -> list[InstanceReading]:
+    def process_memory(self, index: int) -> dict[int, int]:
+        """pid → bytes of device memory, for the processes running on GPU ``index`` now; empty when NVML cannot say."""
+        nvml = self._nvml
+        device = self._device(index)
+        if device is None:
+            return {}
+        try:
+            processes = nvml.nvmlDeviceGetComputeRunningProcesses(device.handle)
+        except nvml.NVMLError:
+            return {}
+        out = {}
+        for p in processes:
+            used = getattr(p, "usedGpuMemory", None)
+            out[int(p.pid)] = int(used) if isinstance(used, int) else 0
+        return out
+
+    def process_utilization(self, index: int, since_us: int) -> list[ProcessSample]:
+        """The newest sample of each process on GPU ``index`` taken after ``since_us``; empty when no process ran
+        since. Called from the process sampler's thread; raises ``NvmlReadError`` when NVML cannot answer."""
+        nvml = self._nvml
+        device = self._device(index)
+        if device is None:  # NVML was shut down (every GPU lost) and has not started again yet
+            raise NvmlReadError(f"GPU {index} is not open")
+        try:
+            samples = nvml.nvmlDeviceGetProcessUtilization(device.handle, since_us)
+        except nvml.NVMLError as e:
+            if e.value == nvml.NVML_ERROR_NOT_FOUND:
+                return []
+            raise NvmlReadError(f"GPU {index}: per-process utilization: {error_kind(nvml, e)}") from e
+        return [ProcessSample(int(s.pid), int(s.timeStamp), float(s.smUtil)) for s in samples]
+
+    def _device(self, index: int) -> Device | None:
+        return next((d for d in self._devices if d.info.index == index), None)
+
+    def _read_instances(self, device: Device, fields: frozenset[str], result: CycleResult) -> list[InstanceReading]:
         """Memory and profiling values per MIG instance; the other fields are whole-GPU only."""
         nvml = self._nvml
         memory = {f.name for f in FIELDS.values() if f.reading == "memory"} & fields
@@ -260,7 +195,7 @@ class NvmlReader:
         return readings
 
     def _read_device(
-        self, device: _Device, by_reading: dict[str, frozenset[str]], result: CycleResult, refresh_slow: bool
+        self, device: Device, by_reading: dict[str, frozenset[str]], result: CycleResult, refresh_slow: bool
     ) -> Values | None:
         nvml = self._nvml
         gpu = str(device.info.index)
@@ -297,7 +232,7 @@ class NvmlReader:
                     self._mark_unsupported(device, {name}, "NotSupported")
         return values
 
-    def _call(self, device: _Device, reading: str, fields: frozenset[str]) -> Values | None:
+    def _call(self, device: Device, reading: str, fields: frozenset[str]) -> Values | None:
         if reading == GPM:
             return device.gpm.read(fields) if device.gpm is not None else {}
         if reading == XID:
@@ -306,7 +241,7 @@ class NvmlReader:
             return device.utilization.read(reading)
         return READINGS[reading](self._nvml, device.handle)
 
-    def _mark_unsupported(self, device: _Device, names: frozenset[str] | set[str], why: str) -> None:
+    def _mark_unsupported(self, device: Device, names: frozenset[str] | set[str], why: str) -> None:
         for name in sorted(names):
             device.unsupported[name] = why
             if (device.info.index, name) not in self._reported:
@@ -314,7 +249,7 @@ class NvmlReader:
                 log.info("GPU %d: %s is not available (%s); the series is left out", device.info.index, name, why)
 
 
-def _fatal_codes(nvml: Any) -> frozenset[int]:
+def _fatal_codes(nvml: Nvml) -> frozenset[int]:
     return frozenset(
         {
             nvml.NVML_ERROR_GPU_IS_LOST,

@@ -13,25 +13,32 @@ import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Iterable
+from typing import Protocol
+
+from .errors import NvmlReadError
+from .nvml_reader import ProcessSample
 
 log = logging.getLogger(__name__)
+
+
+class ProcessUtilizationReader(Protocol):
+    def process_utilization(self, index: int, since_us: int) -> list[ProcessSample]: ...
 
 
 class ProcessSampler:
     def __init__(
         self,
-        nvml: Any,
+        reader: ProcessUtilizationReader,
         window: float = 10.0,
         poll: float = 0.2,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self._nvml = nvml
+        self._reader = reader
         self.window = window
         self._poll = poll
         self._clock = clock
-        self._handles: dict[int, Any] = {}
+        self._gpus: tuple[int, ...] = ()
         self._last_seen: dict[int, int] = {}
         # per GPU: (arrival time, pid, NVML timestamp in µs, SM %), oldest first
         self._samples: dict[int, deque[tuple[float, int, int, float]]] = {}
@@ -40,26 +47,28 @@ class ProcessSampler:
         self._thread: threading.Thread | None = None
         self.errors = 0
 
-    def watch(self, handles: dict[int, Any]) -> None:
-        """Poll exactly these GPUs (index → NVML handle) from now on: the shared ones."""
+    def watch(self, gpus: Iterable[int]) -> None:
+        """Poll exactly these GPUs (by index) from now on: the shared ones."""
+        gpus = tuple(gpus)
         with self._lock:
-            for index in set(self._handles) - set(handles):
+            for index in set(self._gpus) - set(gpus):
                 self._samples.pop(index, None)
                 self._last_seen.pop(index, None)
-            self._handles = dict(handles)
-            for index in handles:
+            self._gpus = gpus
+            for index in gpus:
                 self._samples.setdefault(index, deque())
 
     def poll_once(self) -> None:
         with self._lock:
-            handles = dict(self._handles)
+            gpus = self._gpus
         now = self._clock()
-        for index, handle in handles.items():
+        for index in gpus:
             try:
-                samples = self._nvml.nvmlDeviceGetProcessUtilization(handle, self._last_seen.get(index, 0))
-            except self._nvml.NVMLError as e:
-                if e.value != self._nvml.NVML_ERROR_NOT_FOUND:  # NotFound: no process ran since the last poll
-                    self.errors += 1
+                samples = self._reader.process_utilization(index, self._last_seen.get(index, 0))
+            except NvmlReadError:
+                self.errors += 1
+                continue
+            if not samples:  # no process ran since the last poll
                 continue
             with self._lock:
                 bucket = self._samples.get(index)
@@ -68,12 +77,11 @@ class ProcessSampler:
                 last = self._last_seen.get(index, 0)
                 seen = {(pid, ts) for _, pid, ts, _ in bucket}
                 for s in samples:
-                    key = (int(s.pid), int(s.timeStamp))
+                    key = (s.pid, s.timestamp_us)
                     if key not in seen:
-                        bucket.append((now, key[0], key[1], float(s.smUtil)))
+                        bucket.append((now, s.pid, s.timestamp_us, s.sm_util))
                         seen.add(key)
-                if samples:
-                    self._last_seen[index] = max(last, *(int(s.timeStamp) for s in samples))
+                self._last_seen[index] = max(last, *(s.timestamp_us for s in samples))
                 while bucket and bucket[0][0] < now - self.window:
                     bucket.popleft()
 
@@ -94,7 +102,7 @@ class ProcessSampler:
 
     def _run(self) -> None:
         while not self._stop.is_set():
-            if self._handles:
+            if self._gpus:
                 self.poll_once()
             self._stop.wait(self._poll)
 

@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 from .counters import Counters
 from .exposition import Family, Labels
 from .fields import Values
-from .nvml_reader import DeviceReading, GpuInfo
+from .nvml_device import GpuInfo
+from .nvml_reader import DeviceReading
 
 
 @dataclass(frozen=True)

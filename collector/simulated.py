@@ -17,11 +17,28 @@ import math
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from types import SimpleNamespace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pynvml
+
+from .nvml_api import (
+    EventData,
+    EventSet,
+    FieldValue,
+    GpmMetricsGet,
+    GpmSample,
+    GpmSupport,
+    Handle,
+    MemoryInfo,
+    Nvml,
+    PciInfo,
+    ProcessInfo,
+    ProcessUtilizationSample,
+    Sample,
+    UtilizationRates,
+)
 
 # Load of GPU ``index`` at time ``t`` (seconds since the simulation started), from 0 (idle) to 1 (full).
 LoadCurve = Callable[[int, float], float]
@@ -43,12 +60,44 @@ def default_load(index: int, t: float) -> float:
     return max(0.0, min(1.0, 0.5 + 0.48 * math.sin(2 * math.pi * t / 120.0 + index * 1.3)))
 
 
+@dataclass(frozen=True)
+class _Device:
+    """What a simulated handle names: a GPU, or one MIG GPU instance of it."""
+
+    index: int
+    gpu_instance: int | None = None
+
+
+def _device(handle: Handle) -> _Device:
+    if not isinstance(handle, _Device):
+        raise pynvml.NVMLError(pynvml.NVML_ERROR_INVALID_ARGUMENT)  # what NVML answers a handle it did not give
+    return handle
+
+
 @dataclass
 class _Gpu:
-    index: int
+    device: _Device
     energy_mj: float = 0.0
     last_t: float = 0.0
-    handle: SimpleNamespace = field(default_factory=SimpleNamespace)
+
+
+@dataclass
+class _GpmSample:
+    device: _Device | None = None  # None until a sample is taken into it
+    t: float = 0.0
+
+
+def _gpm_sample(sample: GpmSample) -> _GpmSample:
+    if not isinstance(sample, _GpmSample):
+        raise pynvml.NVMLError(pynvml.NVML_ERROR_INVALID_ARGUMENT)
+    return sample
+
+
+@dataclass
+class _GpmMetric:
+    metricId: int = 0
+    nvmlReturn: int = 0
+    value: float = 0.0
 
 
 class GpmMetricsRequest:
@@ -57,9 +106,8 @@ class GpmMetricsRequest:
     def __init__(self) -> None:
         self.version = 0
         self.numMetrics = 0
-        self.sample1: Any = None
-        self.sample2: Any = None
-        self.metrics = [SimpleNamespace(metricId=0, nvmlReturn=0, value=0.0) for _ in range(210)]
+        self.sample1 = self.sample2 = GpmSample(None)  # the caller sets both
+        self.metrics = [_GpmMetric() for _ in range(210)]
 
 
 class SimulatedNvml:
@@ -90,9 +138,7 @@ class SimulatedNvml:
         self._clock = clock
         self._start = clock()
         self._driver = driver_version
-        self._gpus = [_Gpu(i) for i in range(count)]
-        for gpu in self._gpus:
-            gpu.handle.index = gpu.index
+        self._gpus = [_Gpu(_Device(i)) for i in range(count)]
 
     def __getattr__(self, name: str) -> Any:
         value = getattr(pynvml, name)
@@ -106,31 +152,27 @@ class SimulatedNvml:
 
     def uuids(self) -> list[str]:
         """The UUID of every simulated GPU, as a device plugin would hand them to pods."""
-        return [self.nvmlDeviceGetUUID(gpu.handle) for gpu in self._gpus]
+        return [_uuid(gpu.device) for gpu in self._gpus]
 
     # -- helpers -----------------------------------------------------------------------------------------------
-
-    def _gpu(self, handle: Any) -> _Gpu:
-        gpu: _Gpu = self._gpus[handle.index]
-        return gpu
 
     def _now(self) -> float:
         return self._clock() - self._start
 
-    def load(self, handle: Any, at: float | None = None) -> float:
+    def load(self, device: _Device, at: float | None = None) -> float:
         """The busy fraction the load curve asks of this GPU (or MIG instance) at ``at`` (default: now)."""
-        gi = getattr(handle, "gpu_instance", None)
-        if handle.index in self._processes and gi is None:
-            return min(1.0, sum(self._processes[handle.index].values()))
+        gi = device.gpu_instance
+        if device.index in self._processes and gi is None:
+            return min(1.0, sum(self._processes[device.index].values()))
         # MIG instances follow the GPU's curve, each shifted in time so they differ
-        return self._load(handle.index, (self._now() if at is None else at) + 17.0 * (gi or 0))
+        return self._load(device.index, (self._now() if at is None else at) + 17.0 * (gi or 0))
 
-    def busy(self, handle: Any, start: float, end: float) -> float:
+    def busy(self, device: _Device, start: float, end: float) -> float:
         """The fraction of [start, end) (simulation seconds) the GPU was busy."""
         if end <= start:
-            return self.load(handle, start)
-        level = self.load(handle, (start + end) / 2)
-        period = self._period.get(handle.index, 0.0) if isinstance(self._period, dict) else self._period
+            return self.load(device, start)
+        level = self.load(device, (start + end) / 2)
+        period = self._period.get(device.index, 0.0) if isinstance(self._period, dict) else self._period
         if period <= 0:
             return level
         on = level * period
@@ -141,9 +183,9 @@ class SimulatedNvml:
 
         return (busy_until(end) - busy_until(start)) / (end - start)
 
-    def _window(self, handle: Any, k: int) -> float:
+    def _window(self, device: _Device, k: int) -> int:
         """Busy percentage of sample window ``k``, as NVML rounds it."""
-        return round(100 * self.busy(handle, k * SAMPLE_PERIOD, (k + 1) * SAMPLE_PERIOD))
+        return round(100 * self.busy(device, k * SAMPLE_PERIOD, (k + 1) * SAMPLE_PERIOD))
 
     def _stamp(self, k: int) -> int:
         """NVML's timestamp (µs since the epoch) of window ``k``: the moment it closed."""
@@ -180,35 +222,33 @@ class SimulatedNvml:
     def nvmlDeviceGetCount(self) -> int:
         return self._count
 
-    def nvmlDeviceGetHandleByIndex(self, index: int) -> Any:
+    def nvmlDeviceGetHandleByIndex(self, index: int) -> Handle:
         if not 0 <= index < self._count:
             raise pynvml.NVMLError(pynvml.NVML_ERROR_INVALID_ARGUMENT)
-        return self._gpus[index].handle
+        return Handle(self._gpus[index].device)
 
-    def nvmlDeviceGetUUID(self, handle: Any) -> str:
-        gi = getattr(handle, "gpu_instance", None)
-        if gi is not None:
-            return f"MIG-{uuid.uuid5(uuid.NAMESPACE_DNS, f'simulated-mig-{handle.index}-{gi}.gpuscale')}"
-        return f"GPU-{uuid.uuid5(uuid.NAMESPACE_DNS, f'simulated-gpu-{handle.index}.gpuscale')}"
+    def nvmlDeviceGetUUID(self, handle: Handle) -> str:
+        return _uuid(_device(handle))
 
-    def nvmlDeviceGetName(self, handle: Any) -> str:
-        gi = getattr(handle, "gpu_instance", None)
-        return "NVIDIA H200" if gi is None else f"NVIDIA H200 MIG {self._mig[handle.index][gi - 1]}"
+    def nvmlDeviceGetName(self, handle: Handle) -> str:
+        device = _device(handle)
+        gi = device.gpu_instance
+        return "NVIDIA H200" if gi is None else f"NVIDIA H200 MIG {self._mig[device.index][gi - 1]}"
 
-    def nvmlDeviceGetMinorNumber(self, handle: Any) -> int:
-        return int(handle.index)
+    def nvmlDeviceGetMinorNumber(self, handle: Handle) -> int:
+        return _device(handle).index
 
-    def nvmlDeviceGetPciInfo(self, handle: Any) -> Any:
-        return SimpleNamespace(busId=f"00000000:{0x19 + 0x10 * handle.index:02X}:00.0")
+    def nvmlDeviceGetPciInfo(self, handle: Handle) -> PciInfo:
+        return SimpleNamespace(busId=f"00000000:{0x19 + 0x10 * _device(handle).index:02X}:00.0")
 
     # -- readings --------------------------------------------------------------------------------------------
 
-    def nvmlDeviceGetUtilizationRates(self, handle: Any) -> Any:
+    def nvmlDeviceGetUtilizationRates(self, handle: Handle) -> UtilizationRates:
         now = self._now()
-        load = self.busy(handle, now - POINT_WINDOW, now)
+        load = self.busy(_device(handle), now - POINT_WINDOW, now)
         return SimpleNamespace(gpu=round(100 * load), memory=round(38 * load))
 
-    def nvmlDeviceGetSamples(self, handle: Any, sampling_type: int, last_seen: int) -> tuple[int, list[Any]]:
+    def nvmlDeviceGetSamples(self, handle: Handle, sampling_type: int, last_seen: int) -> tuple[int, list[Sample]]:
         # memory-controller activity as the H200 showed it under a GEMM (38 % at full load); no video engines
         scale = {
             pynvml.NVML_GPU_UTILIZATION_SAMPLES: 1.0,
@@ -218,10 +258,11 @@ class SimulatedNvml:
         }
         if sampling_type not in scale:
             raise self._not_supported()
-        samples = [
+        device = _device(handle)
+        samples: list[Sample] = [
             SimpleNamespace(
                 timeStamp=stamp,
-                sampleValue=SimpleNamespace(uiVal=round(scale[sampling_type] * self._window(handle, k))),
+                sampleValue=SimpleNamespace(uiVal=round(scale[sampling_type] * self._window(device, k))),
             )
             for k, stamp in self._kept_after(last_seen)
         ]
@@ -229,66 +270,67 @@ class SimulatedNvml:
             raise pynvml.NVMLError(pynvml.NVML_ERROR_NOT_FOUND)
         return pynvml.NVML_VALUE_TYPE_UNSIGNED_INT, samples[::-1]
 
-    def nvmlDeviceGetEncoderUtilization(self, handle: Any) -> list[int]:
+    def nvmlDeviceGetEncoderUtilization(self, handle: Handle) -> list[int]:
         return [0, 167000]
 
-    def nvmlDeviceGetDecoderUtilization(self, handle: Any) -> list[int]:
+    def nvmlDeviceGetDecoderUtilization(self, handle: Handle) -> list[int]:
         return [0, 167000]
 
-    def nvmlDeviceGetMemoryInfo(self, handle: Any, version: Any = None) -> Any:
-        gi = getattr(handle, "gpu_instance", None)
-        total_mib = TOTAL_MIB if gi is None else _profile_mib(self._mig[handle.index][gi - 1])
-        used = (IDLE_USED_MIB + round(self.load(handle) * total_mib * 0.48)) * MIB
+    def nvmlDeviceGetMemoryInfo(self, handle: Handle, version: int | None = None) -> MemoryInfo:
+        device = _device(handle)
+        gi = device.gpu_instance
+        total_mib = TOTAL_MIB if gi is None else _profile_mib(self._mig[device.index][gi - 1])
+        used = (IDLE_USED_MIB + round(self.load(device) * total_mib * 0.48)) * MIB
         total, reserved = total_mib * MIB, (RESERVED_MIB if gi is None else 0) * MIB
         return SimpleNamespace(total=total, reserved=reserved, used=used, free=total - reserved - used)
 
-    def nvmlDeviceGetPowerUsage(self, handle: Any) -> int:
-        return round(POWER_IDLE_MW + self.load(handle) * (POWER_MAX_MW - POWER_IDLE_MW))
+    def nvmlDeviceGetPowerUsage(self, handle: Handle) -> int:
+        return round(POWER_IDLE_MW + self.load(_device(handle)) * (POWER_MAX_MW - POWER_IDLE_MW))
 
-    def nvmlDeviceGetPowerManagementLimit(self, handle: Any) -> int:
+    def nvmlDeviceGetPowerManagementLimit(self, handle: Handle) -> int:
         return POWER_LIMIT_MW
 
-    def nvmlDeviceGetTotalEnergyConsumption(self, handle: Any) -> int:
-        gpu, now = self._gpu(handle), self._now()
+    def nvmlDeviceGetTotalEnergyConsumption(self, handle: Handle) -> int:
+        gpu, now = self._gpus[_device(handle).index], self._now()
         gpu.energy_mj += self.nvmlDeviceGetPowerUsage(handle) * max(0.0, now - gpu.last_t)
         gpu.last_t = now
         return int(gpu.energy_mj)
 
-    def nvmlDeviceGetTemperature(self, handle: Any, sensor: int) -> int:
-        return round(28 + 40 * self.load(handle))
+    def nvmlDeviceGetTemperature(self, handle: Handle, sensor: int) -> int:
+        return round(28 + 40 * self.load(_device(handle)))
 
-    def nvmlDeviceGetClockInfo(self, handle: Any, clock_type: int) -> int:
+    def nvmlDeviceGetClockInfo(self, handle: Handle, clock_type: int) -> int:
         if clock_type == pynvml.NVML_CLOCK_MEM:
             return 3201
-        return round(345 + self.load(handle) * (1980 - 345))
+        return round(345 + self.load(_device(handle)) * (1980 - 345))
 
-    def nvmlDeviceGetFanSpeed(self, handle: Any) -> int:
+    def nvmlDeviceGetFanSpeed(self, handle: Handle) -> int:
         raise self._not_supported()  # the H200 has no fan of its own
 
-    def nvmlDeviceGetNvLinkState(self, handle: Any, link: int) -> int:
+    def nvmlDeviceGetNvLinkState(self, handle: Handle, link: int) -> int:
         raise self._not_supported()  # a single simulated GPU has no NVLink, like the H200 it imitates
 
-    def nvmlDeviceGetPcieReplayCounter(self, handle: Any) -> int:
+    def nvmlDeviceGetPcieReplayCounter(self, handle: Handle) -> int:
         return 0
 
-    def nvmlDeviceGetRemappedRows(self, handle: Any) -> tuple[int, int, int, int]:
+    def nvmlDeviceGetRemappedRows(self, handle: Handle) -> tuple[int, int, int, int]:
         return (0, 0, 0, 0)
 
-    def nvmlDeviceGetTotalEccErrors(self, handle: Any, bit_type: int, counter_type: int) -> int:
+    def nvmlDeviceGetTotalEccErrors(self, handle: Handle, bit_type: int, counter_type: int) -> int:
         return 0
 
-    def nvmlDeviceGetCurrentClocksEventReasons(self, handle: Any) -> int:
-        return 0 if self.load(handle) > 0.05 else pynvml.nvmlClocksEventReasonGpuIdle
+    def nvmlDeviceGetCurrentClocksEventReasons(self, handle: Handle) -> int:
+        return 0 if self.load(_device(handle)) > 0.05 else pynvml.nvmlClocksEventReasonGpuIdle
 
-    def nvmlDeviceGetPerformanceState(self, handle: Any) -> int:
+    def nvmlDeviceGetPerformanceState(self, handle: Handle) -> int:
         return 0
 
-    def nvmlDeviceGetFieldValues(self, handle: Any, field_ids: list[int]) -> list[Any]:
-        out = []
+    def nvmlDeviceGetFieldValues(self, handle: Handle, field_ids: list[int]) -> list[FieldValue]:
+        out: list[FieldValue] = []
         for field_id in field_ids:
             if field_id == pynvml.NVML_FI_DEV_MEMORY_TEMP:
                 value = SimpleNamespace(dVal=0.0, uiVal=0, ulVal=0, ullVal=0, sllVal=0, siVal=0, usVal=0)
-                value.uiVal = round(30 + 35 * self.load(handle))
+                value.uiVal = round(30 + 35 * self.load(_device(handle)))
                 out.append(SimpleNamespace(fieldId=field_id, nvmlReturn=0, valueType=1, value=value))
             else:  # NVLink counters: a single simulated GPU has no NVLink, like the H200 it imitates
                 out.append(
@@ -303,40 +345,44 @@ class SimulatedNvml:
 
     # -- XID events ------------------------------------------------------------------------------------------
 
-    def nvmlEventSetCreate(self) -> Any:
-        return SimpleNamespace()
+    def nvmlEventSetCreate(self) -> EventSet:
+        return EventSet(SimpleNamespace())
 
-    def nvmlDeviceRegisterEvents(self, handle: Any, types: int, event_set: Any) -> None:
+    def nvmlDeviceRegisterEvents(self, handle: Handle, types: int, event_set: EventSet) -> None:
         return None
 
-    def nvmlEventSetWait(self, event_set: Any, timeout_ms: int) -> Any:
+    def nvmlEventSetWait(self, event_set: EventSet, timeout_ms: int) -> EventData:
         raise pynvml.NVMLError(pynvml.NVML_ERROR_TIMEOUT)
 
-    def nvmlEventSetFree(self, event_set: Any) -> None:
+    def nvmlEventSetFree(self, event_set: EventSet) -> None:
         return None
 
     # -- GPM -------------------------------------------------------------------------------------------------
 
-    def nvmlGpmQueryDeviceSupport(self, handle: Any) -> Any:
+    def nvmlGpmQueryDeviceSupport(self, handle: Handle) -> GpmSupport:
         return SimpleNamespace(isSupportedDevice=1)
 
-    def nvmlGpmSampleAlloc(self) -> Any:
-        return SimpleNamespace(index=None, t=0.0)
+    def nvmlGpmSampleAlloc(self) -> GpmSample:
+        return GpmSample(_GpmSample())
 
-    def nvmlGpmSampleFree(self, sample: Any) -> None:
+    def nvmlGpmSampleFree(self, sample: GpmSample) -> None:
         return None
 
-    def nvmlGpmSampleGet(self, handle: Any, sample: Any) -> Any:
-        sample.index, sample.gi, sample.t = handle.index, None, self._now()
+    def nvmlGpmSampleGet(self, handle: Handle, sample: GpmSample) -> GpmSample:
+        taken = _gpm_sample(sample)
+        taken.device, taken.t = _Device(_device(handle).index), self._now()
         return sample
 
-    def nvmlGpmMigSampleGet(self, handle: Any, gpu_instance_id: int, sample: Any) -> Any:
-        sample.index, sample.gi, sample.t = handle.index, gpu_instance_id, self._now()
+    def nvmlGpmMigSampleGet(self, handle: Handle, gpu_instance_id: int, sample: GpmSample) -> GpmSample:
+        taken = _gpm_sample(sample)
+        taken.device, taken.t = _Device(_device(handle).index, gpu_instance_id), self._now()
         return sample
 
-    def nvmlGpmMetricsGet(self, request: Any) -> Any:
-        handle = SimpleNamespace(index=request.sample2.index, gpu_instance=request.sample2.gi)
-        load = self.busy(handle, request.sample1.t, request.sample2.t)
+    def nvmlGpmMetricsGet(self, request: GpmMetricsGet) -> GpmMetricsGet:
+        first, second = _gpm_sample(request.sample1), _gpm_sample(request.sample2)
+        if second.device is None:
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_INVALID_ARGUMENT)
+        load = self.busy(second.device, first.t, second.t)
         # Percentages as an H200 gave them under a bf16 GEMM, scaled by load.
         per_load = {
             pynvml.NVML_GPM_METRIC_GRAPHICS_UTIL: 99.0,
@@ -362,20 +408,24 @@ class SimulatedNvml:
 
     # -- MIG -------------------------------------------------------------------------------------------------
 
-    def nvmlDeviceGetMigMode(self, handle: Any) -> list[int]:
-        mode = pynvml.NVML_DEVICE_MIG_ENABLE if handle.index in self._mig else pynvml.NVML_DEVICE_MIG_DISABLE
+    def nvmlDeviceGetMigMode(self, handle: Handle) -> list[int]:
+        mode = pynvml.NVML_DEVICE_MIG_ENABLE if _device(handle).index in self._mig else pynvml.NVML_DEVICE_MIG_DISABLE
         return [mode, mode]
 
-    def nvmlDeviceGetMaxMigDeviceCount(self, handle: Any) -> int:
+    def nvmlDeviceGetMaxMigDeviceCount(self, handle: Handle) -> int:
         return 7
 
-    def nvmlDeviceGetMigDeviceHandleByIndex(self, handle: Any, index: int) -> Any:
-        if index >= len(self._mig.get(handle.index, [])):
+    def nvmlDeviceGetMigDeviceHandleByIndex(self, handle: Handle, index: int) -> Handle:
+        gpu = _device(handle).index
+        if index >= len(self._mig.get(gpu, [])):
             raise pynvml.NVMLError(pynvml.NVML_ERROR_NOT_FOUND)
-        return SimpleNamespace(index=handle.index, gpu_instance=index + 1)
+        return Handle(_Device(gpu, gpu_instance=index + 1))
 
-    def nvmlDeviceGetGpuInstanceId(self, handle: Any) -> int:
-        return int(handle.gpu_instance)
+    def nvmlDeviceGetGpuInstanceId(self, handle: Handle) -> int:
+        gi = _device(handle).gpu_instance
+        if gi is None:  # a whole GPU, not a MIG device
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_INVALID_ARGUMENT)
+        return gi
 
     # -- processes: NVML keeps one sample per ~200 ms window, owned by the process that held the GPU ----------
 
@@ -388,19 +438,20 @@ class SimulatedNvml:
             position -= share
         return None
 
-    def nvmlDeviceGetComputeRunningProcesses(self, handle: Any) -> list[Any]:
+    def nvmlDeviceGetComputeRunningProcesses(self, handle: Handle) -> list[ProcessInfo]:
         return [
             SimpleNamespace(pid=pid, usedGpuMemory=(2048 + round(share * 40_000)) * MIB)
-            for pid, share in self._processes.get(handle.index, {}).items()
+            for pid, share in self._processes.get(_device(handle).index, {}).items()
         ]
 
-    def nvmlDeviceGetProcessUtilization(self, handle: Any, last_seen: int) -> list[Any]:
+    def nvmlDeviceGetProcessUtilization(self, handle: Handle, last_seen: int) -> list[ProcessUtilizationSample]:
         """The newest sample of each process, as NVML answers: a slower poll misses the ones in between."""
-        latest: dict[int, Any] = {}
+        device = _device(handle)
+        latest: dict[int, ProcessUtilizationSample] = {}
         for k, stamp in self._kept_after(last_seen):
-            pid = self._window_owner(handle.index, k)
+            pid = self._window_owner(device.index, k)
             if pid is not None and pid not in latest:
-                util = self._window(handle, k)
+                util = self._window(device, k)
                 latest[pid] = SimpleNamespace(
                     pid=pid, timeStamp=stamp, smUtil=util, memUtil=round(0.38 * util), encUtil=0, decUtil=0
                 )
@@ -409,6 +460,18 @@ class SimulatedNvml:
         return list(latest.values())
 
 
+def _uuid(device: _Device) -> str:
+    if device.gpu_instance is not None:
+        return f"MIG-{uuid.uuid5(uuid.NAMESPACE_DNS, f'simulated-mig-{device.index}-{device.gpu_instance}.gpuscale')}"
+    return f"GPU-{uuid.uuid5(uuid.NAMESPACE_DNS, f'simulated-gpu-{device.index}.gpuscale')}"
+
+
 def _profile_mib(profile: str) -> int:
     """ "1g.18gb" → 18432."""
     return int(profile.split(".")[1].removesuffix("gb")) * 1024
+
+
+if TYPE_CHECKING:
+    # mypy checks here that the stand-in answers the calls the collector makes with the types it declares; calls
+    # not defined above answer FunctionNotFound through __getattr__, as a driver without them would.
+    _conforms: type[Nvml] = SimulatedNvml

@@ -21,9 +21,9 @@ import statistics
 import time
 from collections import deque
 from collections.abc import Callable, Iterable
-from typing import Any
 
 from .fields import READINGS, SAMPLED_READINGS, SampledReading, typed_value
+from .nvml_api import Handle, Nvml
 
 log = logging.getLogger(__name__)
 
@@ -87,8 +87,8 @@ class UtilizationSampler:
 
     def __init__(
         self,
-        nvml: Any,
-        handle: Any,
+        nvml: Nvml,
+        handle: Handle,
         interval: float,
         stale_after: float | None = None,
         clock: Callable[[], float] = time.monotonic,

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import contextlib
-from typing import Any
+
+from .nvml_api import Handle, Nvml
 
 # A burst of events larger than this is drained over several cycles rather than stalling one.
 _MAX_EVENTS_PER_POLL = 64
@@ -12,7 +13,7 @@ _MAX_EVENTS_PER_POLL = 64
 class XidWatcher:
     """Registers for XID events on one device and remembers the last XID seen (0 until one arrives)."""
 
-    def __init__(self, nvml: Any, handle: Any) -> None:
+    def __init__(self, nvml: Nvml, handle: Handle) -> None:
         self._nvml = nvml
         self._events = nvml.nvmlEventSetCreate()
         try:

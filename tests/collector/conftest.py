@@ -3,6 +3,8 @@ from collections.abc import Callable
 import pytest
 
 from collector.collection import Collection
+from collector.nvml_api import Nvml
+from collector.nvml_reader import NvmlReader
 from tests.fakes.nvml_trace import ReplayNvml
 
 
@@ -14,9 +16,10 @@ def h200() -> ReplayNvml:
 
 @pytest.fixture
 def make_collection() -> Callable[..., Collection]:
-    def make(nvml: object, counters_path: str | None = None, **kwargs: object) -> Collection:
+    def make(nvml: Nvml, counters_path: str | None = None, interval: float = 1.0, **kwargs: object) -> Collection:
         kwargs.setdefault("common_labels", (("Hostname", "node-a"),))
-        return Collection(nvml, counters_path, **kwargs)  # type: ignore[arg-type]
+        reader = NvmlReader(nvml, slow_every=round(10.0 / interval), interval=interval)  # slow fields every 10 s
+        return Collection(reader, counters_path, interval=interval, **kwargs)  # type: ignore[arg-type]
 
     return make
 

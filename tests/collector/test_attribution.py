@@ -9,6 +9,8 @@ import pytest
 from collector.attribution import Attribution
 from collector.cgroups import CgroupReader
 from collector.collection import Collection
+from collector.nvml_api import Nvml
+from collector.nvml_reader import NvmlReader
 from collector.pod_resources import PodResourcesClient, PodResourcesWatcher
 from collector.process_sampler import ProcessSampler
 from collector.simulated import SimulatedNvml
@@ -31,7 +33,7 @@ class Clock:
 
 @dataclass
 class Node:
-    nvml: object
+    nvml: Nvml
     kubelet: PodResourcesServer
     watcher: PodResourcesWatcher
     sampler: ProcessSampler
@@ -50,14 +52,15 @@ class Node:
                 self.collection.run_once()
 
 
-def build(tmp_path: Path, nvml: object, clock: Clock, synced: bool = True) -> Node:
+def build(tmp_path: Path, nvml: Nvml, clock: Clock, synced: bool = True) -> Node:
     kubelet = PodResourcesServer(str(tmp_path / "kubelet.sock")).start()
     watcher = PodResourcesWatcher(PodResourcesClient(kubelet.socket_path), clock=clock)
-    sampler = ProcessSampler(nvml, window=10.0, clock=clock)
+    reader = NvmlReader(nvml)
+    sampler = ProcessSampler(reader, window=10.0, clock=clock)
     procs = proc_tree.ProcTree(tmp_path / "proc")
     directory = StaticPodDirectory({uid: ("ml", name) for name, uid in UIDS.items()}, synced=synced)
-    attribution = Attribution(nvml, watcher, directory, CgroupReader(str(procs.root)), sampler)
-    collection = Collection(nvml, None, attach=attribution, extra_families=attribution.families, clock=clock)
+    attribution = Attribution(reader, watcher, directory, CgroupReader(str(procs.root)), sampler)
+    collection = Collection(reader, None, attribution=attribution, clock=clock)
     return Node(nvml, kubelet, watcher, sampler, collection, clock, procs)
 
 
@@ -173,8 +176,9 @@ def test_no_socket_means_series_without_pod_labels_and_a_self_metric(
     clock = Clock()
     nvml = SimulatedNvml(1, clock=clock, wall_clock=clock)
     watcher = PodResourcesWatcher(PodResourcesClient(str(tmp_path / "missing.sock")), clock=clock)
-    attribution = Attribution(nvml, watcher, None, CgroupReader(str(tmp_path)), None)
-    collection = Collection(nvml, None, attach=attribution, extra_families=attribution.families, clock=clock)
+    reader = NvmlReader(nvml)
+    attribution = Attribution(reader, watcher, None, CgroupReader(str(tmp_path)), None)
+    collection = Collection(reader, None, attribution=attribution, clock=clock)
     for _ in range(3):
         watcher.refresh_once()
         collection.run_once()

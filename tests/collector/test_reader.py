@@ -5,6 +5,7 @@ import logging
 import pynvml
 import pytest
 
+from collector.errors import NvmlReadError
 from collector.fields import FIELDS
 from collector.nvml_reader import NvmlReader
 from tests.fakes.nvml_trace import ReplayNvml
@@ -136,3 +137,26 @@ def test_counters_never_go_backwards_across_load_phases(h200: ReplayNvml) -> Non
         seen.append(reader.read(ALL).readings[0].values["DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION"])
     assert seen == sorted(seen)
     assert seen[-1] > seen[0]
+
+
+def test_per_process_reads_of_a_shared_gpu() -> None:
+    nvml = ReplayNvml.load("h200", "shared")
+    reader = opened(nvml)
+    pids = set(nvml.meta["shared_pids"].values())
+    assert reader.process_memory(0) == {pid: 1050673152 for pid in pids}
+    samples = reader.process_utilization(0, 0)
+    assert samples
+    assert {s.pid for s in samples} <= pids
+
+
+def test_per_process_reads_degrade_as_the_sampler_expects() -> None:
+    nvml = ReplayNvml.load("h200", "idle")
+    reader = opened(nvml)
+    assert reader.process_utilization(0, 0) == []  # NotFound: no process ran since
+    nvml.fail("nvmlDeviceGetProcessUtilization", pynvml.NVML_ERROR_UNKNOWN)
+    nvml.fail("nvmlDeviceGetComputeRunningProcesses", pynvml.NVML_ERROR_UNKNOWN)
+    with pytest.raises(NvmlReadError, match="GPU 0: per-process utilization: Unknown"):
+        reader.process_utilization(0, 0)
+    assert reader.process_memory(0) == {}
+    with pytest.raises(NvmlReadError, match="GPU 1 is not open"):
+        reader.process_utilization(1, 0)

@@ -5,6 +5,7 @@ from aiohttp.test_utils import TestClient
 from prometheus_client.openmetrics.parser import text_string_to_metric_families as parse_openmetrics
 
 from collector.collection import Collection
+from collector.nvml_reader import NvmlReader
 from collector.server import create_app
 from tests.fakes.nvml_trace import ReplayNvml
 
@@ -12,7 +13,7 @@ MakeClient = Callable[..., object]
 
 
 async def test_metrics_in_text_and_openmetrics(aiohttp_client: Callable[..., object], h200: ReplayNvml) -> None:
-    collection = Collection(h200, None)
+    collection = Collection(NvmlReader(h200), None)
     collection.run_once()
     client: TestClient = await aiohttp_client(create_app(collection))  # type: ignore[operator]
     resp = await client.get("/metrics")
@@ -32,7 +33,7 @@ async def test_metrics_in_text_and_openmetrics(aiohttp_client: Callable[..., obj
 async def test_health_is_503_with_the_reason_while_nvml_is_down(aiohttp_client: Callable[..., object]) -> None:
     nvml = ReplayNvml.load("h200")
     nvml.fail("nvmlInit", pynvml.NVML_ERROR_LIBRARY_NOT_FOUND)
-    collection = Collection(nvml, None)
+    collection = Collection(NvmlReader(nvml), None)
     collection.run_once()
     client: TestClient = await aiohttp_client(create_app(collection))  # type: ignore[operator]
     resp = await client.get("/health")

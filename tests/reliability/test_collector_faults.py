@@ -12,6 +12,7 @@ from prometheus_client.parser import text_string_to_metric_families as parse_tex
 from collector.attribution import Attribution
 from collector.cgroups import CgroupReader
 from collector.collection import Collection
+from collector.nvml_reader import NvmlReader
 from collector.pod_resources import PodResourcesClient, PodResourcesWatcher
 from collector.process_sampler import ProcessSampler
 from demo.kubelet import PodResourcesServer, gpu_pod
@@ -59,10 +60,10 @@ def test_random_faults_never_break_a_scrape_nor_turn_a_counter_back(tmp_path: Pa
                                     "00000000-0000-4000-8000-00000000000b": ("ml", "b")})  # fmt: skip
     now = [0.0]
     watcher = PodResourcesWatcher(PodResourcesClient(socket, timeout=0.5), clock=lambda: now[0])
-    sampler = ProcessSampler(nvml, clock=lambda: now[0])
-    attribution = Attribution(nvml, watcher, directory, CgroupReader(str(proc.root)), sampler)
-    collection = Collection(nvml, None, attach=attribution, extra_families=attribution.families, slow_interval=2.0,
-                            clock=lambda: 1_800_000_000 + now[0])  # fmt: skip
+    reader = NvmlReader(nvml, slow_every=2)
+    sampler = ProcessSampler(reader, clock=lambda: now[0])
+    attribution = Attribution(reader, watcher, directory, CgroupReader(str(proc.root)), sampler)
+    collection = Collection(reader, None, attribution=attribution, clock=lambda: 1_800_000_000 + now[0])
     previous: dict[tuple[str, tuple[tuple[str, str], ...]], float] = {}
     seen_pod_series = 0
     try:

@@ -1,0 +1,118 @@
+"""One opened GPU: its handle and the parts that keep state from one cycle to the next (utilization sample windows,
+GPM samples, XID events, MIG instances)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from .fields import FIELDS, GPM, NVLINK_FIELDS, XID, Values
+from .gpm import GpmSampler, gpm_supported
+from .nvml_api import Handle, Nvml, Text
+from .utilization import UtilizationSampler
+from .xid import XidWatcher
+
+
+@dataclass(frozen=True)
+class GpuInfo:
+    index: int
+    uuid: str
+    pci_bus_id: str
+    minor: int
+    model: str
+
+    @property
+    def device(self) -> str:
+        return f"nvidia{self.minor}"
+
+
+@dataclass(frozen=True)
+class MigInstance:
+    gpu_instance_id: int
+    profile: str  # "1g.18gb"
+    uuid: str  # "MIG-..."
+
+
+def error_kind(nvml: Nvml, error: BaseException) -> str:
+    """A short stable name for an NVML error ("NotSupported", "GpuIsLost"), without calling into the library."""
+    if isinstance(error, nvml.NVMLError):
+        name = type(error).__name__
+        return name.removeprefix("NVMLError_") if name != "NVMLError" else f"code{getattr(error, 'value', '?')}"
+    return type(error).__name__
+
+
+class Device:
+    def __init__(self, nvml: Nvml, info: GpuInfo, handle: Handle, interval: float) -> None:
+        self.info = info
+        self.handle = handle
+        self.utilization = UtilizationSampler(nvml, handle, interval)
+        self.unsupported: dict[str, str] = {}
+        self.slow_values: dict[str, Values] = {}
+        self.instances: list[tuple[MigInstance, Handle, GpmSampler | None]] = []
+        self.gpm: GpmSampler | None = None
+        self.xid: XidWatcher | None = None
+        if gpm_supported(nvml, handle):
+            self.gpm = GpmSampler(nvml, handle)
+        else:
+            self.unsupported.update(dict.fromkeys(_fields_of(GPM), "GPM not supported on this GPU or driver"))
+        if not _has_active_nvlink(nvml, handle):
+            self.unsupported.update(dict.fromkeys(NVLINK_FIELDS, "no active NVLink link"))
+        try:
+            self.xid = XidWatcher(nvml, handle)
+        except nvml.NVMLError as e:
+            self.unsupported.update(dict.fromkeys(_fields_of(XID), f"XID events: {error_kind(nvml, e)}"))
+
+    def find_instances(self, nvml: Nvml) -> None:
+        """The MIG GPU instances of this GPU, each with its own GPM sampler; none when MIG is off or unsupported."""
+        for _, _, sampler in self.instances:
+            if sampler is not None:
+                sampler.close()
+        self.instances = []
+        try:
+            current, _pending = nvml.nvmlDeviceGetMigMode(self.handle)
+            if current != nvml.NVML_DEVICE_MIG_ENABLE:
+                return
+            count = nvml.nvmlDeviceGetMaxMigDeviceCount(self.handle)
+        except nvml.NVMLError:
+            return
+        for i in range(count):
+            try:
+                mig = nvml.nvmlDeviceGetMigDeviceHandleByIndex(self.handle, i)
+                gi = int(nvml.nvmlDeviceGetGpuInstanceId(mig))
+                name = text(nvml.nvmlDeviceGetName(mig))
+                instance = MigInstance(gi, _profile(name), text(nvml.nvmlDeviceGetUUID(mig)))
+            except nvml.NVMLError:
+                continue  # NotFound: no MIG device at this slot
+            sampler = GpmSampler(nvml, self.handle, gi) if self.gpm is not None else None
+            self.instances.append((instance, mig, sampler))
+
+    def close(self) -> None:
+        for sampler in [self.gpm, *(s for _, _, s in self.instances)]:
+            if sampler is not None:
+                sampler.close()
+        if self.xid is not None:
+            self.xid.close()
+
+
+def _has_active_nvlink(nvml: Nvml, handle: Handle) -> bool:
+    for link in range(nvml.NVML_NVLINK_MAX_LINKS):
+        try:
+            if nvml.nvmlDeviceGetNvLinkState(handle, link) == nvml.NVML_FEATURE_ENABLED:
+                return True
+        except nvml.NVMLError:
+            continue
+    return False
+
+
+def _profile(mig_name: str) -> str:
+    """ "NVIDIA H200 MIG 1g.18gb" → "1g.18gb"; the whole name when it carries no profile."""
+    match = re.search(r"\d+g\.\d+gb", mig_name)
+    return match.group(0) if match else mig_name
+
+
+def _fields_of(reading: str) -> list[str]:
+    return [f.name for f in FIELDS.values() if f.reading == reading]
+
+
+def text(value: Text) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
