@@ -7,14 +7,20 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
+PREFIX = "gpuscale_adapter"
 _LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 
 
 class AdapterMetrics:
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry or CollectorRegistry(auto_describe=True)
-        r = self.registry
-        p = "gpuscale_adapter"
+        self._serving(self.registry)
+        self._backends(self.registry)
+        self._security(self.registry)
+
+    def _serving(self, r: CollectorRegistry) -> None:
+        """Requests, their answers and the value cache."""
+        p = PREFIX
         self.request_seconds = Histogram(
             f"{p}_request_duration_seconds",
             "Time to answer an HTTP request, by route kind and status code.",
@@ -53,6 +59,10 @@ class AdapterMetrics:
             ["reason"],
             registry=r,
         )
+
+    def _backends(self, r: CollectorRegistry) -> None:
+        """Discovery, the rules file and the Kubernetes object cache."""
+        p = PREFIX
         self.discovery_runs = Counter(
             f"{p}_discovery_runs", "Relists of the series names in Prometheus, by result.", ["result"], registry=r
         )
@@ -71,6 +81,28 @@ class AdapterMetrics:
             registry=r,
         )
         self.config_last_reload_successful.set(1)
+        self.kube_objects = Gauge(
+            f"{p}_kube_cache_objects", "Objects held by the metadata cache, by resource.", ["resource"], registry=r
+        )
+        self.kube_synced = Gauge(
+            f"{p}_kube_cache_synced", "1 once the metadata cache has listed the resource.", ["resource"], registry=r
+        )
+        self.kube_live_lists = Counter(
+            f"{p}_kube_live_lists",
+            "LIST requests made while answering (before the cache synced, or for uncached resources).",
+            ["resource"],
+            registry=r,
+        )
+        self.kube_watch_restarts = Counter(
+            f"{p}_kube_watch_restarts",
+            "Watch restarts, by resource and reason (expired: 410 Gone, closed, error).",
+            ["resource", "reason"],
+            registry=r,
+        )
+
+    def _security(self, r: CollectorRegistry) -> None:
+        """Authentication, authorization and the serving certificate."""
+        p = PREFIX
         self.authentications = Counter(
             f"{p}_authentications",
             "Authentication outcomes, by method (front_proxy, client_certificate, token, none) and result "
@@ -100,23 +132,5 @@ class AdapterMetrics:
             f"{p}_serving_certificate_reloads",
             "Reloads of the serving certificate and key after they changed on disk, by result.",
             ["result"],
-            registry=r,
-        )
-        self.kube_objects = Gauge(
-            f"{p}_kube_cache_objects", "Objects held by the metadata cache, by resource.", ["resource"], registry=r
-        )
-        self.kube_synced = Gauge(
-            f"{p}_kube_cache_synced", "1 once the metadata cache has listed the resource.", ["resource"], registry=r
-        )
-        self.kube_live_lists = Counter(
-            f"{p}_kube_live_lists",
-            "LIST requests made while answering (before the cache synced, or for uncached resources).",
-            ["resource"],
-            registry=r,
-        )
-        self.kube_watch_restarts = Counter(
-            f"{p}_kube_watch_restarts",
-            "Watch restarts, by resource and reason (expired: 410 Gone, closed, error).",
-            ["resource", "reason"],
             registry=r,
         )
