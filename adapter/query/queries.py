@@ -79,11 +79,13 @@ def custom_query(
 
 
 def external_query(rule: Rule, series: str, namespace: str, metric_selector: Selector) -> str:
-    """The query for an external metric; the namespace is added unless the rule says ``namespaced: false``."""
+    """The query for an external metric, scoped to the request's namespace unless the rule says ``namespaced:
+    false``: through the label the rule maps to namespaces, or ``namespace`` when it maps none, so that no rule
+    shape answers with another namespace's samples (a caller is authorized for one namespace)."""
     matchers = selector_matchers(metric_selector, "labelSelector")
     values = _selector_values(metric_selector, rule.replacements)
-    ns_label = rule.namespace_label
-    if rule.namespaced and ns_label is not None:
+    ns_label = rule.namespace_label or "namespace"
+    if rule.namespaced:
         matchers.append(matcher(ns_label, "=", namespace))
         values[ns_label] = _escaped_alternation([namespace])
     args = Struct(

@@ -219,7 +219,35 @@ async def test_external_metrics_from_the_default_rules(adapter: Adapter) -> None
 
 async def test_external_metric_names_match_case_insensitively(adapter: Adapter) -> None:
     body = await adapter.get(f"{EM}/v1beta1/namespaces/ml/GPU_Utilization", labelSelector="Hostname=node-c")
-    assert [(i["metricName"], i["value"]) for i in body["items"]] == [("GPU_Utilization", "79")]
+    # ml's series on node-c: the shares of GPU-c1, (70 + 18) / 2
+    assert [(i["metricName"], i["value"]) for i in body["items"]] == [("GPU_Utilization", "44")]
+
+
+@pytest.mark.parametrize(
+    "selector",
+    [
+        "",
+        "namespace=serving",
+        "exported_namespace=serving",
+        "namespace in (ml,serving)",
+        "exported_pod=infer-0",
+        "Hostname=node-c",
+        "namespace!=ml",
+    ],
+)
+@pytest.mark.parametrize("metric", ["gpu_utilization", "gpu_memory_used"])
+async def test_no_external_request_reads_another_namespace(adapter: Adapter, selector: str, metric: str) -> None:
+    """serving's only GPU (GPU-c0, 70 %, 8192 MiB, scraped without honorLabels) must not reach a caller in ml,
+    whatever the selector names: every built-in external rule is scoped to the request's namespace."""
+    body = await adapter.get(f"{EM}/v1beta1/namespaces/ml/{metric}", labelSelector=selector)
+    report = await adapter.get(f"/explain{EM}/v1beta1/namespaces/ml/{metric}", labelSelector=selector)
+    samples = [s["labels"] for q in report["queries"] for s in q.get("samples", [])]
+    assert all("serving" not in labels.values() for labels in samples), samples
+    assert all(q["promql"].count('namespace="ml"') == 1 for q in report["queries"]), report["queries"]
+    served = await adapter.get(f"{EM}/v1beta1/namespaces/serving/{metric}", labelSelector=selector)
+    if selector in ("", "exported_namespace=serving", "exported_pod=infer-0", "Hostname=node-c"):
+        assert [i["value"] for i in served["items"]] == (["70"] if metric == "gpu_utilization" else ["8192"])
+    assert body["kind"] == "ExternalMetricValueList"
 
 
 async def test_wildcard_answers_follow_pod_labels_as_they_change(adapter: Adapter, kube: FakeKubeAPIServer) -> None:

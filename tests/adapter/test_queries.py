@@ -30,6 +30,8 @@ externalRules:
   resources: {namespaced: false}
   labelValueReplacements: [{find: "_", replace: "#"}]
   metricsQuery: 'sum(<<.Series>>{tag=~"<<index .LabelValuesByName "tag">>"})'
+- seriesQuery: '{__name__="queue_depth",queue!=""}'
+  metricsQuery: 'sum(<<.Series>>{<<.LabelMatchers>>})'
 """,
     "cfg",
 )
@@ -153,11 +155,20 @@ def test_custom_query(
         (CONFIG.external_rules[1], "ml", "queue in (a,b)", 'sum(queue_depth{queue=~"a|b"})'),
         (CONFIG.external_rules[1], "ml", "", "sum(queue_depth{})"),
         (CONFIG.external_rules[2], "ml", "tag=a_b", 'sum(tagged{tag=~"a#b"})'),
+        # no namespace mapping: scoped through the `namespace` label all the same
+        (CONFIG.external_rules[3], "ml", "", 'sum(queue_depth{namespace="ml"})'),
+        (CONFIG.external_rules[3], "ml", "namespace=other", 'sum(queue_depth{namespace="other",namespace="ml"})'),
         (
             DEFAULT.external_rules[0],
             "ml",
             "Hostname=node-a",
-            f'avg(max by (Hostname, gpu, UUID) ({GPU}{{Hostname="node-a"}}))',
+            f'avg({GPU}{{Hostname="node-a",namespace="ml",exported_namespace=""}})',
+        ),
+        (
+            DEFAULT.external_rules[1],
+            "ml",
+            "Hostname=node-a",
+            f'avg({GPU}{{Hostname="node-a",exported_namespace="ml"}})',
         ),
     ],
 )
