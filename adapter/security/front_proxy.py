@@ -21,16 +21,25 @@ from adapter.security.client_certs import BundleVerifier
 from adapter.security.identity import User, extra_of
 
 
+def _text(value: str) -> str:
+    """A header value as valid Unicode: aiohttp keeps bytes that are not UTF-8 as lone surrogates, which no JSON
+    answer or review can carry; they become U+FFFD, as Kubernetes' JSON encoding turns invalid UTF-8 into it."""
+    try:
+        return value.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+    except UnicodeEncodeError:  # a surrogate that is no escaped byte
+        return value.encode("utf-8", "replace").decode("utf-8")
+
+
 def _username(headers: CIMultiDictProxy[str], names: tuple[str, ...]) -> str:
     for name in names:
         value = headers.get(name, "")
         if value:
-            return value
+            return _text(value)
     return ""
 
 
 def _groups(headers: CIMultiDictProxy[str], names: tuple[str, ...]) -> tuple[str, ...]:
-    return tuple(v for name in names for v in headers.getall(name, []) if v)
+    return tuple(_text(v) for name in names for v in headers.getall(name, []) if v)
 
 
 def _extra_key(encoded: str) -> str:
@@ -48,7 +57,7 @@ def _extra(headers: CIMultiDictProxy[str], prefixes: tuple[str, ...]) -> Mapping
     for name, value in headers.items():
         for prefix in lowered:
             if name.lower().startswith(prefix):
-                extra.setdefault(_extra_key(name[len(prefix) :].lower()), []).append(value)
+                extra.setdefault(_text(_extra_key(name[len(prefix) :].lower())), []).append(_text(value))
     return extra
 
 
