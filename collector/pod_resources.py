@@ -18,6 +18,8 @@ from dataclasses import dataclass
 
 import grpc
 
+from common.log_limit import LogLimit, left_out
+
 from .device_ids import DeviceRef, parse_device_id
 from .errors import PodResourcesError
 from .podresources import api_pb2, api_pb2_grpc
@@ -140,7 +142,8 @@ class PodResourcesWatcher:
         self._clock = clock
         self._map = PodMap()
         self.errors: Counter[str] = Counter()
-        self._last_error = ""
+        self._failing = False
+        self._log_limit = LogLimit(60.0, clock)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -165,13 +168,19 @@ class PodResourcesWatcher:
             assignments = self._client.fetch()
         except PodResourcesError as e:
             self.errors[e.kind] += 1
-            if str(e) != self._last_error:
-                self._last_error = str(e)
-                log.warning("pod-resources: %s; GPU series carry no pod labels until it answers (retrying)", e)
+            self._failing = True
+            held = self._log_limit.allow(e.kind)
+            if held is not None:
+                log.warning(
+                    "pod-resources: %s; GPU series carry no pod labels until it answers (retrying)%s",
+                    e,
+                    left_out(held, self._log_limit.interval),
+                )
             return
-        if self._last_error:
+        if self._failing:
             log.info("pod-resources answers again on %s", self._client.socket_path)
-            self._last_error = ""
+            self._failing = False
+            self._log_limit.clear()
         self._map = PodMap(tuple(assignments), self._clock())
 
     def start(self) -> None:

@@ -1,5 +1,6 @@
 """Device IDs, cgroup paths and the kubelet's pod-resources API over a real gRPC unix socket."""
 
+import os
 import socket
 import threading
 from collections.abc import Iterator
@@ -173,3 +174,34 @@ def test_watcher_keeps_the_last_map_and_counts_errors(
     watcher.refresh_once()
     assert watcher.fresh
     assert watcher.current.assignments == ()
+
+
+def test_varying_garbage_from_the_socket_is_logged_once_per_kind_per_minute(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = str(tmp_path / "garbage.sock")
+    listener = socket.socket(socket.AF_UNIX)
+    listener.bind(path)
+    listener.listen(64)
+
+    def serve() -> None:
+        for i in range(1000):
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                return
+            conn.sendall(f"HTTP/1.1 {200 + i} junk-{i}-{os.urandom(4).hex()}\r\n\r\n".encode() * (1 + i % 7))
+            conn.close()
+
+    threading.Thread(target=serve, daemon=True).start()
+    now = [0.0]
+    watcher = PodResourcesWatcher(PodResourcesClient(path, timeout=2.0), clock=lambda: now[0])
+    for _ in range(30):  # 150 s of refreshes, every 5 s
+        watcher.refresh_once()
+        now[0] += 5
+    lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("pod-resources:")]
+    kinds = set(watcher.errors)
+    assert sum(watcher.errors.values()) == 30
+    assert len(lines) <= 3 * len(kinds), lines  # at 0, 60 and 120 s for each kind
+    assert any("not logged" in line for line in lines[len(kinds) :]), lines
+    listener.close()
