@@ -16,6 +16,8 @@ GET, 406, 413) become ``Status`` objects at the same edge::
     │   └── AuthNotReady         503 ServiceUnavailable: the authentication configuration is not loaded yet
     └── BackendError             a backend failed; the client gets a generic message, the log gets the detail
         ├── PrometheusError      503 ServiceUnavailable: Prometheus unreachable, slow or answering errors
+        │   ├── BadAnswer        503 ServiceUnavailable: an answer of the wrong shape; the client is told where it broke
+        │   │   └── AnswerTooLarge   503 ServiceUnavailable: an answer over --prometheus-max-answer-bytes, named
         │   └── QueryError       500 InternalError: Prometheus refused a query built from a rule
         └── KubernetesError      503 ServiceUnavailable: the Kubernetes API could not list objects
             ├── ResourceExpired  the watch's resourceVersion is gone (410); the reflector relists
@@ -23,6 +25,7 @@ GET, 406, 413) become ``Status`` objects at the same edge::
 
 Raised and handled inside the adapter, never reaching a client as such:
     NotFinite            a Prometheus value is NaN or infinite: the object is left out of the answer (logged)
+    MalformedAnswer      a Prometheus answer is not its API's JSON of the expected shape: a BadAnswer
     TemplateError        a metricsQuery or name template does not compile or render: a ConfigError or QueryError
     CertificateRejected  a client certificate does not chain to a trusted bundle: that authenticator says no
 """
@@ -91,6 +94,27 @@ class PrometheusError(BackendError):
     generic = "the metrics backend (Prometheus) is currently unavailable"
 
 
+class BadAnswer(PrometheusError):
+    """Prometheus answered with something other than its API's JSON of the expected shape, or more of it than allowed.
+
+    Unlike other backend errors the client is told what was wrong, since retrying will not help and the operator has
+    to act; ``problem`` speaks of the answer's shape (``data.result[3].metric is not an object``) or size, never of
+    its content.
+    """
+
+    def __init__(self, message: str, problem: str) -> None:
+        super().__init__(message)
+        self.problem = problem
+
+    @property
+    def client_message(self) -> str:
+        return f"the metrics backend (Prometheus) sent an answer the adapter cannot use: {self.problem}"
+
+
+class AnswerTooLarge(BadAnswer):
+    """An answer over ``--prometheus-max-answer-bytes``, refused by its Content-Length or once that much was read."""
+
+
 class QueryError(PrometheusError):
     code = 500
     reason = "InternalError"
@@ -129,6 +153,10 @@ class AuthNotReady(NotConfigured):
 
 class NotFinite(ValueError):
     """The value is NaN or infinite and has no quantity form."""
+
+
+class MalformedAnswer(ValueError):
+    """What is wrong with a Prometheus answer, said of its shape and never quoting it."""
 
 
 class TemplateError(ValueError):

@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import logging
 import operator
+import weakref
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
@@ -67,12 +68,14 @@ class Trace:
 @dataclass(frozen=True)
 class _Answer:
     """A custom-metrics answer with what it was computed from: the object names (the watch cache hands out one
-    list per state of the objects), the rules' sources (one tuple per catalog), their queries and the results."""
+    list per state of the objects), the rules' sources (one tuple per catalog), their queries and the results. The
+    results are held weakly: once the query cache lets one go it can never be handed out again, and a large result
+    that matched nothing must not stay in memory for the sake of an empty answer."""
 
     names: list[str] | None
     sources: tuple[MetricSource, ...]
     queries: Mapping[int, str]
-    results: tuple[QueryResult, ...]
+    results: tuple[weakref.ref[QueryResult], ...]
     values: MetricValues
 
     @property
@@ -171,13 +174,14 @@ class Provider:
 
         used = await self._fetch(metric.sources, query, claim, trace)
         results = tuple(r.result for r in used if r.result is not None)
-        if memo is not None and len(memo.results) == len(results) and all(map(operator.is_, memo.results, results)):
+        kept = [ref() for ref in memo.results] if memo is not None else []
+        if memo is not None and len(kept) == len(results) and all(map(operator.is_, kept, results)):
             return memo.values
         items = self._convert(req, info, namespace, used, owner)
         if req.name is not None and not items:
             where = f" in namespace {namespace}" if namespace else ""
             raise NotFound(f"the server could not find the metric {req.metric} for {req.resource} {req.name}{where}")
-        answer = _Answer(names, metric.sources, queries, results, items)
+        answer = _Answer(names, metric.sources, queries, tuple(map(weakref.ref, results)), items)
         if not explaining and answer.weight <= MEMO_BYTES:
             self._answers[req] = answer
         return items

@@ -3,42 +3,39 @@
 Works against any server speaking Prometheus's ``/api/v1`` (Prometheus, Thanos, Mimir, VictoriaMetrics): instant
 queries, label names and label values, each filtered with ``match[]``. Long queries go as POST (a 1,500-pod regex is
 25 KB; GET fails with 414); every request has a deadline, sent to Prometheus too so it gives up when we do.
+
+An answer is read up to ``--prometheus-max-answer-bytes`` (refused by its Content-Length when that says more, else
+once that much has arrived), then checked and converted by ``prometheus_answer``: on the event loop when it is small,
+in a worker thread when it is not, so a large answer never stops the adapter from answering other requests.
 """
 
 from __future__ import annotations
 
-import json
+import asyncio
 import ssl
 import time
 import urllib.parse
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NamedTuple, Protocol
+from typing import Protocol, TypeVar
 
 import aiohttp
 
-from adapter.config.flags import default
-from adapter.errors import PrometheusError, QueryError
+from adapter.backends.prometheus_answer import QueryResult as QueryResult
+from adapter.backends.prometheus_answer import Reply, names_reply, query_reply
+from adapter.backends.prometheus_answer import Sample as Sample
+from adapter.config.flags import default, show_bytes
+from adapter.errors import AnswerTooLarge, BadAnswer, MalformedAnswer, PrometheusError, QueryError
 from adapter.self_metrics import AdapterMetrics
 from common.watched_file import WatchedFiles
 
 # Above this many bytes of query string a GET is turned into a POST: proxies and Prometheus's own Go server
 # refuse long request lines well before the query is long.
 MAX_GET_QUERY_BYTES = 4096
-
-
-class Sample(NamedTuple):
-    labels: Mapping[str, str]
-    timestamp: float
-    value: str
-
-
-@dataclass(frozen=True, slots=True)
-class QueryResult:
-    result_type: str
-    samples: tuple[Sample, ...]
-    warnings: tuple[str, ...] = ()
+# Answers up to this size are read on the event loop: about 5 ms of it. Larger ones go to a worker thread.
+PARSE_IN_THREAD_ABOVE = 256 * 1024
+T = TypeVar("T")
 
 
 class PrometheusAPI(Protocol):
@@ -60,6 +57,8 @@ class PrometheusConfig:
     client_cert_file: Path | None = default("prometheus-client-tls-cert-file")
     client_key_file: Path | None = default("prometheus-client-tls-key-file")
     headers: tuple[tuple[str, str], ...] = default("prometheus-header")
+    max_answer_bytes: int = default("prometheus-max-answer-bytes")
+    parse_in_thread_above: int = PARSE_IN_THREAD_ABOVE
 
 
 def make_session(config: PrometheusConfig) -> aiohttp.ClientSession:
@@ -112,42 +111,34 @@ class PrometheusClient:
     async def query(self, promql: str) -> QueryResult:
         timeout = self.config.timeout
         params = [("query", promql), ("timeout", f"{timeout:g}s")]
-        answer = await self._call("query", "/api/v1/query", params, timeout, post_allowed=True)
-        data = answer.get("data")
-        data = data if isinstance(data, dict) else {}
-        result_type = data.get("resultType")
-        result = data.get("result")
-        if result_type in ("vector", "scalar") and not isinstance(result, list):
-            # a well-formed query whose answer is not: Prometheus (or what stands in front of it) is broken
-            raise PrometheusError(f"Prometheus returned a malformed {result_type} for {promql!r}: {result!r:.200}")
-        if result_type == "vector" and isinstance(result, list):
-            samples = tuple(_sample(item) for item in result)
-        elif result_type == "scalar":
-            samples = (_sample({"metric": {}, "value": result}),)
-        else:
-            raise QueryError(f"query {promql!r} returned a {result_type}; a metrics query must return a vector")
-        return QueryResult(result_type, samples, tuple(str(w) for w in answer.get("warnings") or ()))
+        result = await self._call("query", "/api/v1/query", params, timeout, query_reply, post_allowed=True)
+        if result.result_type not in ("vector", "scalar"):
+            raise QueryError(f"query {promql!r} returned a {result.result_type}; a metrics query must return a vector")
+        return result
 
     async def label_names(self, match: str, start: float, end: float) -> list[str]:
         params = [("match[]", match), ("start", f"{start:.3f}"), ("end", f"{end:.3f}")]
-        data = (await self._call("labels", "/api/v1/labels", params, self.config.discovery_timeout)).get("data")
-        return [str(v) for v in data] if isinstance(data, list) else []
+        return await self._call("labels", "/api/v1/labels", params, self.config.discovery_timeout, names_reply)
 
     async def label_values(self, label: str, match: str, start: float, end: float) -> list[str]:
         params = [("match[]", match), ("start", f"{start:.3f}"), ("end", f"{end:.3f}")]
         path = f"/api/v1/label/{urllib.parse.quote(label, safe='')}/values"
-        data = (await self._call("label_values", path, params, self.config.discovery_timeout)).get("data")
-        return [str(v) for v in data] if isinstance(data, list) else []
+        return await self._call("label_values", path, params, self.config.discovery_timeout, names_reply)
 
     async def _call(
-        self, endpoint: str, path: str, params: Sequence[tuple[str, str]], deadline: float, post_allowed: bool = False
-    ) -> dict[str, Any]:
+        self,
+        endpoint: str,
+        path: str,
+        params: Sequence[tuple[str, str]],
+        deadline: float,
+        parse: Callable[[bytearray], Reply[T]],
+        post_allowed: bool = False,
+    ) -> T:
         encoded = urllib.parse.urlencode(params)
         post = post_allowed and (self.config.verb == "POST" or len(encoded) > MAX_GET_QUERY_BYTES)
         headers = self._headers()
         url = f"{self.base}{path}"
         started = time.perf_counter()
-        kind = "bad_answer"
         try:
             if post:
                 headers["Content-Type"] = "application/x-www-form-urlencoded"
@@ -155,45 +146,62 @@ class PrometheusClient:
             else:
                 request = self.session.get(f"{url}?{encoded}", headers=headers, timeout=_timeout(deadline))
             async with request as resp:
-                body = await resp.read()
                 status = resp.status
+                body = await self._read(resp, path)
+        except AnswerTooLarge:
+            self.metrics.prometheus_errors.labels(endpoint, "too_large").inc()
+            raise
         except TimeoutError as e:
-            kind = "timeout"
-            self.metrics.prometheus_errors.labels(endpoint, kind).inc()
+            self.metrics.prometheus_errors.labels(endpoint, "timeout").inc()
             raise PrometheusError(f"Prometheus {path} did not answer within {deadline:g}s") from e
         except (aiohttp.ClientError, OSError) as e:
-            kind = "unreachable"
-            self.metrics.prometheus_errors.labels(endpoint, kind).inc()
+            self.metrics.prometheus_errors.labels(endpoint, "unreachable").inc()
             raise PrometheusError(f"Prometheus {path} at {self.base} unreachable: {e}") from e
         finally:
             self.metrics.prometheus_seconds.labels(endpoint).observe(time.perf_counter() - started)
+        reply = await self._parse(endpoint, path, status, body, parse)
+        if reply.status == "success" and reply.data is not None:
+            return reply.data
+        message = f"Prometheus {path} answered HTTP {status} {reply.error_type}: {reply.error}"
+        if reply.error_type in ("bad_data", "execution") or status in (400, 422):
+            self.metrics.prometheus_errors.labels(endpoint, "refused").inc()
+            raise QueryError(f"{message} (query: {dict(params).get('query', dict(params).get('match[]'))})")
+        self.metrics.prometheus_errors.labels(endpoint, "unavailable").inc()
+        raise PrometheusError(message)
+
+    async def _read(self, resp: aiohttp.ClientResponse, path: str) -> bytearray:
+        """The body, refused as soon as it is known to be over the limit: by its Content-Length, else while read."""
+        limit = self.config.max_answer_bytes
+        if resp.content_length is not None and resp.content_length > limit:
+            resp.close()
+            raise self._too_large(path, f"its Content-Length is {resp.content_length}")
+        body = bytearray()
+        async for chunk in resp.content.iter_any():
+            body += chunk
+            if len(body) > limit:
+                resp.close()  # the rest is never read; the connection is not reused
+                raise self._too_large(path, f"{len(body)} bytes had arrived when reading stopped")
+        return body
+
+    def _too_large(self, path: str, detail: str) -> AnswerTooLarge:
+        limit = f"the {show_bytes(self.config.max_answer_bytes)} limit of --prometheus-max-answer-bytes"
+        return AnswerTooLarge(f"Prometheus {path} answered more than {limit}: {detail}", f"it is larger than {limit}")
+
+    async def _parse(
+        self, endpoint: str, path: str, status: int, body: bytearray, parse: Callable[[bytearray], Reply[T]]
+    ) -> Reply[T]:
         try:
-            answer = json.loads(body)
-            if not isinstance(answer, dict):
-                raise ValueError("not an object")
-        except ValueError as e:
-            self.metrics.prometheus_errors.labels(endpoint, kind).inc()
-            raise PrometheusError(
-                f"Prometheus {path} answered HTTP {status} with a body that is not its JSON: {body[:200]!r}"
-            ) from e
-        if answer.get("status") != "success":
-            error_type = str(answer.get("errorType", ""))
-            message = f"Prometheus {path} answered HTTP {status} {error_type}: {answer.get('error', '')}"
-            if error_type in ("bad_data", "execution") or status in (400, 422):
-                self.metrics.prometheus_errors.labels(endpoint, "refused").inc()
-                raise QueryError(f"{message} (query: {dict(params).get('query', dict(params).get('match[]'))})")
-            self.metrics.prometheus_errors.labels(endpoint, "unavailable").inc()
-            raise PrometheusError(message)
-        return answer
+            if len(body) <= self.config.parse_in_thread_above:
+                return parse(body)
+            return await asyncio.to_thread(parse, body)
+        except MalformedAnswer as e:
+            message = f"Prometheus {path} answered HTTP {status} with {len(body)} bytes that are not its API's: {e}"
+            if status >= 400:  # an error page from Prometheus or from a proxy in front of it: not there, for us
+                self.metrics.prometheus_errors.labels(endpoint, "unavailable").inc()
+                raise PrometheusError(message) from e
+            self.metrics.prometheus_errors.labels(endpoint, "bad_answer").inc()
+            raise BadAnswer(message, str(e)) from e
 
 
 def _timeout(seconds: float) -> aiohttp.ClientTimeout:
     return aiohttp.ClientTimeout(total=seconds)
-
-
-def _sample(item: Any) -> Sample:
-    try:
-        ts, value = item["value"]
-        return Sample(item["metric"], float(ts), value if type(value) is str else str(value))
-    except (KeyError, TypeError, ValueError) as e:
-        raise PrometheusError(f"Prometheus returned a malformed sample: {item!r}") from e

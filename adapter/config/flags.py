@@ -4,8 +4,10 @@ range and default. The settings dataclasses take their defaults from it."""
 
 from __future__ import annotations
 
+import re
 import ssl
 import urllib.parse
+from collections.abc import Callable
 from typing import Any
 
 from common.flags import (
@@ -49,6 +51,30 @@ def headers(text: str) -> tuple[tuple[str, str], ...]:
     return tuple(pairs)
 
 
+_BYTE_UNITS = {"Gi": 1024**3, "Mi": 1024**2, "Ki": 1024, "": 1}
+
+
+def byte_size(low: int, high: int) -> Callable[[str], int]:
+    """Bytes as a whole number, or with Kubernetes' binary suffix Ki, Mi or Gi, from ``low`` to ``high``."""
+
+    def parse(text: str) -> int:
+        match = re.fullmatch(r"\s*(\d{1,15})(Ki|Mi|Gi)?\s*", text)
+        if match is None:
+            raise ValueError(f"{text!r} is not a number of bytes (a whole number, or one ending in Ki, Mi or Gi)")
+        value = int(match[1]) * _BYTE_UNITS[match[2] or ""]
+        if not low <= value <= high:
+            raise ValueError(f"{text.strip()} is outside the valid range {show_bytes(low)} to {show_bytes(high)}")
+        return value
+
+    return parse
+
+
+def show_bytes(value: int) -> str:
+    """A number of bytes as a flag would say it: 33554432 → 32Mi."""
+    unit = next(u for u, size in _BYTE_UNITS.items() if value % size == 0)
+    return f"{value // _BYTE_UNITS[unit]}{unit}"
+
+
 _TLS_VERSIONS = {"VersionTLS12": ssl.TLSVersion.TLSv1_2, "VersionTLS13": ssl.TLSVersion.TLSv1_3}
 
 
@@ -86,6 +112,8 @@ def _table() -> FlagTable:
              help="GET or POST for queries; long queries use POST anyway"),
         flag("--prometheus-timeout", field=p + "timeout", parse=duration(0.1, 300, "100ms to 5m"), default="10s",
              help="deadline of one Prometheus query, 100ms to 5m"),
+        flag("--prometheus-max-answer-bytes", field=p + "max_answer_bytes", parse=byte_size(64 * 1024, 1024**3),
+             default="32Mi", help="largest Prometheus answer read, 64Ki to 1Gi; a larger one is refused with a 503"),
         flag("--prometheus-token-file", field=p + "token_file", parse=optional_path,
              help="file with a bearer token for Prometheus, re-read when it changes"),
         flag("--prometheus-ca-file", field=p + "ca_file", parse=optional_path,
