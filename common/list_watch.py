@@ -10,9 +10,9 @@ version it carried ("" for none). The loop decides what happens between them, as
 - a version the server no longer has (410 Gone) means LIST again; twice in a row, after a back-off;
 - any other failure, a malformed answer included, is reported, backed off and followed by a fresh LIST.
 
-Back-off doubles from 1 s to ``max_backoff`` with up to 20 % jitter, so many replicas do not retry in step, and
-returns to 1 s only after a watch that worked (delivered events, or stayed open its full second): a LIST that
-succeeds before every watch fails again does not reset it. Only cancellation ends the loop.
+Back-off (``common/backoff.py``) doubles from 1 s to ``max_backoff`` with up to 20 % jitter, so many replicas do not
+retry in step, and returns to 1 s only after a watch that worked (delivered events, or stayed open its full second):
+a LIST that succeeds before every watch fails again does not reset it. Only cancellation ends the loop.
 """
 
 from __future__ import annotations
@@ -22,6 +22,8 @@ import random
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Literal
+
+from common.backoff import Backoff
 
 # why a watch ended: closed by the server, its version expired (410), or something failed
 Restart = Literal["closed", "expired", "error"]
@@ -40,12 +42,11 @@ async def list_watch(
     jitter: Callable[[], float] = random.random,
 ) -> None:
     """Run until cancelled; ``on_restart`` hears of every restart (and may log or count it)."""
-    version, delay, expired_in_a_row = "", 1.0, 0
+    version, expired_in_a_row = "", 0
+    backoff = Backoff(1.0, max_backoff, jitter)
 
     async def back_off() -> None:
-        nonlocal delay
-        await sleep(delay * (1 + 0.2 * jitter()))
-        delay = min(delay * 2, max_backoff)
+        await sleep(backoff.next())
 
     while True:
         try:
@@ -60,7 +61,7 @@ async def list_watch(
             if events == 0 and clock() - started < MIN_WATCH_SECONDS:
                 await back_off()
             else:
-                delay = 1.0  # the watch worked: progress, not a failure streak
+                backoff.reset()  # the watch worked: progress, not a failure streak
         except asyncio.CancelledError:
             raise
         except Exception as e:  # a failure of any kind must not end the loop: the copy would go stale unseen
