@@ -8,6 +8,8 @@ What it reproduces, because the adapter's reflector depends on it:
   sends it ("too old resource version"); an expired ``continue`` token gets an HTTP 410;
 - BOOKMARK events on request, for watches that allowed them;
 - bearer-token authentication (401 without it);
+- raw lines sent down open watches (``inject``), for answers no API server should send: a line over the client's
+  limit, a JSON value that is not an event, an object of the wrong shape;
 - ConfigMaps with ``data`` (listed and watched like any object, e.g. with a ``metadata.name`` field selector);
 - TokenReview and SubjectAccessReview (``demo/kube_reviews.py``), answered from ``self.reviews``.
 """
@@ -37,7 +39,8 @@ class _Watch:
     namespace: str | None
     bookmarks: bool
     field_selector: str = ""
-    queue: asyncio.Queue[dict[str, Any] | None] = field(default_factory=asyncio.Queue)
+    # an event, raw bytes sent as they are (``inject``), or None to end the watch
+    queue: asyncio.Queue[dict[str, Any] | bytes | None] = field(default_factory=asyncio.Queue)
 
 
 class FakeKubeAPIServer:
@@ -93,6 +96,13 @@ class FakeKubeAPIServer:
         """End every open watch, as the API server does at timeoutSeconds or on restart."""
         for watch in self.watches:
             watch.queue.put_nowait(None)
+
+    def inject(self, resource: str, raw: bytes) -> int:
+        """Send ``raw`` as it is down every open watch of ``resource`` (its field selector ignored); how many."""
+        watches = [w for w in self.watches if w.resource == resource]
+        for watch in watches:
+            watch.queue.put_nowait(raw)
+        return len(watches)
 
     def bookmark(self) -> None:
         for watch in self.watches:
@@ -264,8 +274,8 @@ class FakeKubeAPIServer:
         try:
             async with asyncio.timeout(timeout):
                 while (queued := await watch.queue.get()) is not None:
-                    await resp.write(json.dumps(queued).encode() + b"\n")
-        except (TimeoutError, ConnectionResetError):
+                    await resp.write(queued if isinstance(queued, bytes) else json.dumps(queued).encode() + b"\n")
+        except (TimeoutError, ConnectionError):  # the client went away (it may refuse what was sent)
             pass
         finally:
             self.watches.remove(watch)
