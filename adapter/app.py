@@ -1,4 +1,5 @@
-"""The app factory: ``create_app(settings)`` wires the components; ``cleanup_ctx`` owns sessions and background tasks.
+"""The app factory: ``create_app(settings)`` wires the components; ``cleanup_ctx`` owns sessions and background tasks
+(each run by ``supervisor.py``, so none stops unseen).
 
 Middlewares run outermost first: ``observe`` (latency, errors → Status) wraps everything, then ``auth.guard``
 (authentication and authorization, unless ``--insecure-disable-auth``), so refusals are measured and rendered as
@@ -7,7 +8,6 @@ Status objects like any other error; middlewares passed to ``create_app`` run in
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator, Sequence
 
 from aiohttp import web
@@ -18,43 +18,44 @@ from adapter.backends.auth_api import AuthAPI
 from adapter.backends.kube_api import KubeMetadataAPI
 from adapter.components import COMPONENTS, components
 from adapter.config.settings import Settings
+from adapter.freshness import DEFAULT_TIMING, Timing
 from adapter.security import auth
 from adapter.security.tls import ServingTLS
 from adapter.self_metrics import AdapterMetrics
+from adapter.supervisor import polled, start, stop
 
 SETTINGS = web.AppKey("settings", Settings)
 METRICS = web.AppKey("metrics", AdapterMetrics)
 KUBE_API = web.AppKey("kube_api", KubeMetadataAPI)
 AUTH_API = web.AppKey("auth_api", AuthAPI)
 SERVING = web.AppKey("serving", ServingTLS)
-
-
-async def _stop(tasks: list[asyncio.Task[None]]) -> None:
-    for task in tasks:
-        task.cancel()
-    await asyncio.gather(*tasks, return_exceptions=True)
+TIMING = web.AppKey("timing", Timing)
 
 
 async def _components_ctx(app: web.Application) -> AsyncIterator[None]:
-    async with components(app[SETTINGS], app[METRICS], app.get(KUBE_API)) as c:
+    async with components(app[SETTINGS], app[METRICS], app.get(KUBE_API), timing=app[TIMING]) as c:
         app[COMPONENTS] = c
         tasks = await c.start()
         yield
-        await _stop(tasks)
+        await stop(tasks)
 
 
 async def _security_ctx(app: web.Application) -> AsyncIterator[None]:
-    async with auth.security(app[SETTINGS], app[METRICS], app.get(AUTH_API), app.get(SERVING)) as security:
+    settings, metrics, timing = app[SETTINGS], app[METRICS], app[TIMING]
+    async with auth.security(settings, metrics, app.get(AUTH_API), app.get(SERVING), timing) as security:
         app[auth.SECURITY] = security
-        tasks = [asyncio.create_task(work) for work in security.background()]
+        tasks = start(security.background(), metrics, timing)
         yield
-        await _stop(tasks)
+        await stop(tasks)
 
 
 async def _serving_ctx(app: web.Application) -> AsyncIterator[None]:
-    task = asyncio.create_task(app[SERVING].watch(app[SETTINGS].config_check_interval, app[METRICS]))
+    serving, metrics, timing = app[SERVING], app[METRICS], app[TIMING]
+    interval = app[SETTINGS].config_check_interval
+    certificate = polled("serving-certificate", interval, lambda: serving.check(metrics), metrics, timing)
+    tasks = start([certificate], metrics, timing)
     yield
-    await _stop([task])
+    await stop(tasks)
 
 
 def create_app(
@@ -65,17 +66,20 @@ def create_app(
     auth_api: AuthAPI | None = None,
     serving: ServingTLS | None = None,
     middlewares: Sequence[Middleware] = (),
+    timing: Timing = DEFAULT_TIMING,
 ) -> web.Application:
     """The adapter as an aiohttp app.
 
     ``kube_api`` and ``auth_api`` replace the Kubernetes API clients built from settings; ``serving`` is the TLS
     context the server runs with, whose client CAs follow the authentication configuration and whose certificate is
-    reloaded when its files change.
+    reloaded when its files change; ``timing``: how long a background source may fail before ``/readyz`` does, and
+    the longest wait between retries.
     """
     guard = [] if settings.insecure_disable_auth else [auth.guard(settings.auth.always_allow_paths)]
     app = web.Application(middlewares=[handlers.observe, *guard, *middlewares])
     app[SETTINGS] = settings
     app[METRICS] = metrics or AdapterMetrics()
+    app[TIMING] = timing
     if kube_api is not None:
         app[KUBE_API] = kube_api
     if auth_api is not None:

@@ -1,4 +1,5 @@
-"""The assembled adapter: every component, built from settings, with the background work it needs."""
+"""The assembled adapter: every component, built from settings, with the background work it needs (each task run by
+``supervisor.py``)."""
 
 from __future__ import annotations
 
@@ -6,9 +7,8 @@ import asyncio
 import contextlib
 import logging
 import os
-from collections.abc import AsyncIterator, Coroutine
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import Any
 
 import aiohttp
 from aiohttp import web
@@ -21,8 +21,10 @@ from adapter.backends.kube_cache import ObjectLister
 from adapter.backends.prometheus import PrometheusAPI, PrometheusClient, QueryResult, make_session
 from adapter.config.rules_file import RulesFile
 from adapter.config.settings import Settings
+from adapter.freshness import DEFAULT_TIMING, Timing
 from adapter.self_metrics import AdapterMetrics
 from adapter.single_flight import SingleFlightCache
+from adapter.supervisor import Work, polled, start
 
 log = logging.getLogger(__name__)
 
@@ -39,24 +41,29 @@ class Components:
     objects: ObjectLister
     cache: SingleFlightCache[str, QueryResult]
     provider: Provider
+    timing: Timing
 
-    def background(self, relist_first: bool = True) -> list[Coroutine[Any, Any, None]]:
-        reflectors = (r.run() for r in self.objects.reflectors.values())
-        return [self.discovery.run(relist_first), self._watch_rules(), *reflectors]
+    def background(self) -> list[Work]:
+        work = [Work("discovery", self.discovery.run, self.discovery.source)]
+        work += [Work(r.source.name, r.run, r.source) for r in self.objects.reflectors.values()]
+        if self.rules_file.path is not None:
+            interval = self.settings.config_check_interval
+            work.append(polled("discovery/rules-file", interval, self._reload_rules, self.metrics, self.timing))
+        return work
 
-    async def _watch_rules(self) -> None:
-        while True:
-            await asyncio.sleep(self.settings.config_check_interval)
-            if self.rules_file.reload_if_changed():
-                self.discovery.wake()
+    def _reload_rules(self) -> None:
+        if self.rules_file.reload_if_changed():
+            self.discovery.wake()
 
     async def start(self) -> list[asyncio.Task[None]]:
         """Start background work; wait briefly for the first relist so the first answers are complete."""
-        relisted = False
-        with contextlib.suppress(TimeoutError):
+        try:
             await asyncio.wait_for(self.discovery.relist(), FIRST_RELIST_WAIT_SECONDS)
-            relisted = True
-        return [asyncio.create_task(c) for c in self.background(relist_first=not relisted)]
+        except TimeoutError:
+            pass
+        except Exception as e:  # the relist task tries again at once; a start that fails here would never retry
+            log.error("the first relist failed (%s: %s); trying again in the background", type(e).__name__, e)
+        return start(self.background(), self.metrics, self.timing)
 
 
 async def connect_kubernetes(settings: Settings) -> KubeMetadataAPI | None:
@@ -74,8 +81,10 @@ async def components(
     metrics: AdapterMetrics | None = None,
     kube_api: KubeMetadataAPI | None = None,
     prometheus: PrometheusAPI | None = None,
+    timing: Timing = DEFAULT_TIMING,
 ) -> AsyncIterator[Components]:
-    """Everything the adapter runs on; closes what it opened. ``kube_api``/``prometheus`` replace the real ones."""
+    """Everything the adapter runs on; closes what it opened. ``kube_api``/``prometheus`` replace the real ones;
+    ``timing``: how long background sources may fail before ``/readyz`` does, and their longest back-off."""
     metrics = metrics or AdapterMetrics()
     rules_file = RulesFile(settings.config, metrics)
     session: aiohttp.ClientSession | None = None
@@ -87,13 +96,15 @@ async def components(
     try:
         kube = kube_api if kube_api is not None else await connect_kubernetes(settings)
         try:
-            objects = ObjectLister(kube, metrics)
-            discovery = Discovery(rules_file, prometheus, metrics, settings.relist_interval, settings.max_age)
+            objects = ObjectLister(kube, metrics, timing)
+            discovery = Discovery(
+                rules_file, prometheus, metrics, settings.relist_interval, settings.max_age, timing=timing
+            )
             cache: SingleFlightCache[str, QueryResult] = SingleFlightCache(
                 settings.cache_ttl, on_outcome=lambda outcome: metrics.cache_requests.labels(outcome).inc()
             )
             provider = Provider(lambda: discovery.catalog, prometheus, objects, cache, metrics)
-            yield Components(settings, metrics, rules_file, prometheus, discovery, objects, cache, provider)
+            yield Components(settings, metrics, rules_file, prometheus, discovery, objects, cache, provider, timing)
         finally:
             if kube is not None and owned_kube:
                 await kube.close()

@@ -1,4 +1,5 @@
-"""The adapter's own metrics, served on ``/metrics``.
+"""The adapter's own metrics, served on ``/metrics``, and the freshness of its background sources (``sources``,
+which ``/readyz`` reads too).
 
 Each app gets its own registry, so several apps in one process (tests, the benchmark) never share counters.
 """
@@ -7,6 +8,8 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
+from adapter.freshness import Sources
+
 PREFIX = "gpuscale_adapter"
 _LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 
@@ -14,6 +17,8 @@ _LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 
 class AdapterMetrics:
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry or CollectorRegistry(auto_describe=True)
+        self.sources = Sources(PREFIX)
+        self.registry.register(self.sources)
         self._serving(self.registry)
         self._backends(self.registry)
         self._security(self.registry)
@@ -61,8 +66,14 @@ class AdapterMetrics:
         )
 
     def _backends(self, r: CollectorRegistry) -> None:
-        """Discovery, the rules file and the Kubernetes object cache."""
+        """Background tasks, discovery, the rules file and the Kubernetes object cache."""
         p = PREFIX
+        self.background_restarts = Counter(
+            f"{p}_background_restarts",
+            "Background tasks started again after they stopped (an unexpected error), by task.",
+            ["task"],
+            registry=r,
+        )
         self.discovery_runs = Counter(
             f"{p}_discovery_runs", "Relists of the series names in Prometheus, by result.", ["result"], registry=r
         )
@@ -118,8 +129,8 @@ class AdapterMetrics:
         )
         self.auth_config_loaded = Gauge(
             f"{p}_auth_config_loaded",
-            "1 once the authentication configuration (CA files, the extension-apiserver-authentication ConfigMap) "
-            "is loaded.",
+            "1 while the authentication configuration (CA files, the extension-apiserver-authentication ConfigMap) "
+            "is loaded and none of its sources is stale; 0 before it is loaded and while one is.",
             registry=r,
         )
         self.auth_config_reloads = Counter(

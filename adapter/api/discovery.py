@@ -5,6 +5,7 @@ rule asks for the label names its series carry (``/api/v1/labels?match[]=``) and
 names that carry it (``/api/v1/label/__name__/values?match[]=``). Memory then grows with the number of metric names,
 not series. A failed relist keeps the last good catalog. Rules that pin their series and resources (the built-in GPU
 rules do) are in the catalog before the first relist and stay there when Prometheus has none of their series yet.
+The relist is a source (``freshness.py``): ``/readyz`` fails once relists have failed for max(60 s, 2 intervals).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from adapter.backends.prometheus import PrometheusAPI
 from adapter.config.rules import Rule, RuleSet
 from adapter.config.rules_file import RulesFile
 from adapter.errors import PrometheusError
+from adapter.freshness import DEFAULT_TIMING, Timing
 from adapter.naming.resources import GroupResource, ResourceInfo
 from adapter.self_metrics import AdapterMetrics
 from adapter.single_flight import SingleFlightCache
@@ -208,6 +210,7 @@ class Discovery:
         interval: float,
         max_age: float,
         clock: Callable[[], float] = time.time,
+        timing: Timing = DEFAULT_TIMING,
     ) -> None:
         self.rules_file = rules_file
         self.prometheus = prometheus
@@ -216,8 +219,10 @@ class Discovery:
         self.max_age = max_age
         self.clock = clock
         self.attempted = False
+        self.source = metrics.sources.add("discovery", timing.bound(interval))
         self._catalog = build_catalog(rules_file.rules)
         self._wake = asyncio.Event()
+        self._relisted_at: float | None = None  # time.monotonic() when the last relist ended
 
     @property
     def catalog(self) -> Catalog:
@@ -234,12 +239,15 @@ class Discovery:
             log.warning("relist failed, serving the metrics found before: %s", e)
             base = self._catalog if self._catalog.rules is rules else build_catalog(rules)
             self._catalog = replace(base, error=str(e))
+            self.source.failed(str(e))
         else:
             self._catalog = catalog
             self.metrics.discovery_runs.labels("success").inc()
             self.metrics.discovery_last_success.set(now)
+            self.source.succeeded()
         finally:
             self.attempted = True
+        self._relisted_at = time.monotonic()
         self.metrics.discovered_metrics.labels("custom").set(len(self._catalog.custom))
         self.metrics.discovered_metrics.labels("external").set(len(self._catalog.external))
 
@@ -247,15 +255,17 @@ class Discovery:
         """Relist now (the rules changed)."""
         self._wake.set()
 
-    async def run(self, relist_first: bool = True) -> None:
-        if not relist_first:
-            await self._sleep()
+    async def run(self) -> None:
+        """Relist every interval, forever; the first one is due an interval after the last relist (at once if
+        none ended: never started, or stopped halfway)."""
+        if self._relisted_at is not None:
+            await self._sleep(self._relisted_at + self.interval - time.monotonic())
         while True:
             await self.relist()
-            await self._sleep()
+            await self._sleep(self.interval)
 
-    async def _sleep(self) -> None:
+    async def _sleep(self, seconds: float) -> None:
         """Until the next relist is due, or ``wake``."""
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._wake.wait(), self.interval)
+            await asyncio.wait_for(self._wake.wait(), max(seconds, 0.0))
         self._wake.clear()

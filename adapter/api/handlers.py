@@ -13,6 +13,7 @@ from aiohttp.typedefs import Handler
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from adapter.api import explain as explaining
+from adapter.api import health
 from adapter.api import openapi as documents
 from adapter.api.objects import (
     api_group,
@@ -31,7 +32,6 @@ from adapter.api.paths import (
 )
 from adapter.components import COMPONENTS, Components
 from adapter.errors import AdapterError, BackendError, NotConfigured, NotFound
-from adapter.security.auth import DISABLED_WARNING, SECURITY
 
 log = logging.getLogger(__name__)
 
@@ -152,44 +152,6 @@ async def explain(request: web.Request) -> web.Response:
     return _json(await explaining.explain(c.provider, c.prometheus, raw, request.query))
 
 
-async def livez(request: web.Request) -> web.Response:
-    request[ROUTE] = "health"
-    return web.Response(text="ok")
-
-
-def _checks(request: web.Request) -> list[tuple[str, bool, str]]:
-    c = _components(request)
-    checks = [
-        ("discovery", c.discovery.attempted, "ok" if c.discovery.attempted else "failed: no relist has run yet"),
-    ]
-    if c.objects.api is None:
-        checks.append(("object-cache", True, "ok (no Kubernetes API for objects: wildcards are not filtered)"))
-    else:
-        waiting = [str(gr) for gr, r in c.objects.reflectors.items() if not r.synced]
-        checks.append(
-            ("object-cache", not waiting, f"failed: not listed yet: {', '.join(waiting)}" if waiting else "ok")
-        )
-    if c.settings.insecure_disable_auth:
-        checks.append(("authentication", True, f"ok, {DISABLED_WARNING}"))
-    else:
-        security = request.app.get(SECURITY)
-        ready, detail = security.readiness() if security else (False, "failed: not started")
-        checks.append(("authentication", ready, detail))
-    return checks
-
-
-async def readyz(request: web.Request) -> web.Response:
-    """Kubernetes' readyz format: ``ok``, or one line per check (always with ``?verbose``, and on failure)."""
-    request[ROUTE] = "health"
-    checks = _checks(request)
-    ready = all(ok for _, ok, _ in checks)
-    if ready and "verbose" not in request.query:
-        return web.Response(text="ok")
-    lines = [f"[{'+' if ok else '-'}]{name} {detail}" for name, ok, detail in checks]
-    lines.append("readyz check passed" if ready else "readyz check failed")
-    return web.Response(status=200 if ready else 503, text="\n".join(lines) + "\n")
-
-
 async def self_metrics(request: web.Request) -> web.Response:
     request[ROUTE] = "metrics"
     body = generate_latest(_components(request).metrics.registry)
@@ -237,9 +199,9 @@ def add_routes(app: web.Application) -> None:
     # [\s\S], not ".": a name may hold an encoded newline, and routes match the decoded path
     r.add_get(r"/apis/{group}/{version}{tail:(/[\s\S]*)?}", metrics_api)
     r.add_get(r"/explain/{tail:[\s\S]*}", explain)
-    r.add_get("/healthz", livez)
-    r.add_get("/livez", livez)
-    r.add_get("/readyz", readyz)
+    r.add_get("/healthz", health.livez)
+    r.add_get("/livez", health.livez)
+    r.add_get("/readyz", health.readyz)
     r.add_get("/metrics", self_metrics)
     r.add_get("/openapi/v2", openapi_v2)
     r.add_get("/openapi/v3", openapi_v3)

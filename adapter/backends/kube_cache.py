@@ -4,7 +4,8 @@ The HPA averages every item a wildcard request returns, so the adapter must know
 ``labelSelector``. Until a resource's first LIST has finished, requests do a live LIST with the selector (answered by
 the API server); after that they are answered from memory. A watch that ends is resumed from the last
 resourceVersion; one whose version is gone (410) starts over with a LIST, while the old objects keep being served
-(the loop is ``common/list_watch.py``).
+(the loop is ``common/list_watch.py``). Each resource is a source (``freshness.py``): a LIST that works keeps it
+fresh, a failure starts its clock, and ``/readyz`` fails while its objects have been failing for over a minute.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from cachetools import LRUCache
 
 from adapter.backends.kube_api import KubeMetadataAPI, ObjectMeta
 from adapter.errors import KubernetesError, ResourceExpired
+from adapter.freshness import DEFAULT_TIMING, STALE_AFTER_SECONDS, Timing
 from adapter.naming import resources
 from adapter.naming.resources import GroupResource, ResourceInfo
 from adapter.query.selectors import Selector
@@ -44,6 +46,7 @@ class Reflector:
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         clock: Callable[[], float] = time.monotonic,
         jitter: Callable[[], float] = random.random,
+        stale_after: float = STALE_AFTER_SECONDS,
     ) -> None:
         self.api = api
         self.info = info
@@ -56,6 +59,7 @@ class Reflector:
         self.resource_version = ""
         self._objects: dict[str | None, dict[str, Mapping[str, str]]] = {}
         self._label = str(info.group_resource)
+        self.source = metrics.sources.add(f"object-cache/{self._label}", stale_after, clock)
         # the HPA asks the same selector every sync period: answers are kept until any object changes
         self._generation = 0
         self._answers: LRUCache[tuple[str | None, Selector], tuple[int, list[str]]] = LRUCache(1024)
@@ -92,6 +96,7 @@ class Reflector:
         self._replace(listed.items)
         self.resource_version = listed.resource_version
         self.synced = True
+        self.source.succeeded()
         self.metrics.kube_synced.labels(self._label).set(1)
         self.metrics.kube_objects.labels(self._label).set(len(self))
 
@@ -118,6 +123,8 @@ class Reflector:
 
     def _restarted(self, why: Restart, error: BaseException | None) -> None:
         self.metrics.kube_watch_restarts.labels(self._label, why).inc()
+        if why == "error":
+            self.source.failed(str(error) or type(error).__name__)
         if why == "expired":
             log.info("%s: %s; listing again", self._label, error)
         elif isinstance(error, KubernetesError):
@@ -149,12 +156,16 @@ class Listing:
 class ObjectLister:
     """Names of the objects a wildcard request covers: from the watch cache, or a live LIST until it synced."""
 
-    def __init__(self, api: KubeMetadataAPI | None, metrics: AdapterMetrics) -> None:
+    def __init__(self, api: KubeMetadataAPI | None, metrics: AdapterMetrics, timing: Timing = DEFAULT_TIMING) -> None:
         self.api = api
         self.metrics = metrics
-        self.reflectors: dict[GroupResource, Reflector] = (
-            {info.group_resource: Reflector(api, info, metrics) for info in CACHED} if api else {}
-        )
+        self.reflectors: dict[GroupResource, Reflector] = {}
+        if api is not None:
+            bound = timing.bound()
+            for info in CACHED:
+                self.reflectors[info.group_resource] = Reflector(
+                    api, info, metrics, timing.max_backoff, stale_after=bound
+                )
 
     @property
     def synced(self) -> bool:

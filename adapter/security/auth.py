@@ -3,7 +3,9 @@
 The health endpoints and ``--authorization-always-allow-paths`` are open to everyone (probes carry no credentials);
 every other request is authenticated (``authn.py``), then authorized by a SubjectAccessReview (``authz.py``). The
 middleware runs inside ``handlers.observe``, so its refusals become Status objects and are measured like any error.
-With ``--insecure-disable-auth`` none of this is installed, and the adapter says so at start and in ``/readyz``.
+An open path may still ask who the caller is (``caller``): ``/readyz`` says why a check failed only to a caller that
+authenticates. With ``--insecure-disable-auth`` none of this is installed, and the adapter says so at start and in
+``/readyz``.
 """
 
 from __future__ import annotations
@@ -11,9 +13,8 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-from collections.abc import AsyncIterator, Coroutine
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import Any
 
 from aiohttp import web
 from aiohttp.typedefs import Handler, Middleware
@@ -21,16 +22,18 @@ from aiohttp.typedefs import Handler, Middleware
 from adapter.backends.auth_api import AuthAPI, KubernetesAuthAPI
 from adapter.config.flags import CONFIGMAP, HEALTH_PATHS
 from adapter.config.settings import Settings
-from adapter.errors import AuthNotReady, ConfigError, Forbidden, ReviewError
+from adapter.errors import AdapterError, AuthNotReady, ConfigError, Forbidden, ReviewError
+from adapter.freshness import DEFAULT_TIMING, Timing
 from adapter.security.auth_config import AuthenticationConfig
 from adapter.security.auth_source import AuthConfigSource
-from adapter.security.authn import Authenticator
+from adapter.security.authn import Authenticator, peer_certificate
 from adapter.security.authz import Authorizer, forbidden_message
 from adapter.security.identity import User
 from adapter.security.request_info import request_attributes
 from adapter.security.tls import ServingTLS
 from adapter.security.token_review import TokenReviewer
 from adapter.self_metrics import AdapterMetrics
+from adapter.supervisor import Work
 
 log = logging.getLogger(__name__)
 
@@ -52,19 +55,14 @@ class Security:
     authenticator: Authenticator
     authorizer: Authorizer
 
-    def background(self) -> list[Coroutine[Any, Any, None]]:
-        auth = self.settings.auth
-        work = []
-        if auth.client_ca_file or auth.requestheader_client_ca_file:
-            work.append(self.source.watch_files(self.settings.config_check_interval))
-        if auth.needs_configmap:
-            work.append(self.source.watch_configmap())
-        return work
+    def background(self) -> list[Work]:
+        return self.source.background(self.settings.config_check_interval)
 
     def readiness(self) -> tuple[bool, str]:
+        """Whether the configuration is loaded, and why not."""
         if self.source.loaded:
-            return True, "ok"
-        return False, f"failed: {CONFIGMAP} not loaded yet" + (f" ({self.source.error})" if self.source.error else "")
+            return True, ""
+        return False, f"{CONFIGMAP} not loaded yet" + (f" ({self.source.error})" if self.source.error else "")
 
 
 def _in_cluster() -> bool:
@@ -77,6 +75,7 @@ async def security(
     metrics: AdapterMetrics,
     api: AuthAPI | None = None,
     serving: ServingTLS | None = None,
+    timing: Timing = DEFAULT_TIMING,
 ) -> AsyncIterator[Security]:
     """Authentication and authorization as the settings ask; ``api`` replaces the Kubernetes API clients."""
     auth = settings.auth
@@ -102,7 +101,7 @@ async def security(
             if serving is not None:
                 serving.set_client_cas(config.trusted_pem())
 
-        source = AuthConfigSource(auth, authn_api, metrics, on_change=trust)
+        source = AuthConfigSource(auth, authn_api, metrics, on_change=trust, timing=timing)
         authenticator = Authenticator(source, TokenReviewer(authn_api, auth.token_cache_ttl), metrics)
         authorizer = Authorizer(authz_api, auth.authorized_ttl, auth.unauthorized_ttl)
         yield Security(settings, source, authenticator, authorizer)
@@ -112,6 +111,18 @@ async def security(
 
 
 SECURITY = web.AppKey("security", Security)
+
+
+async def caller(request: web.Request) -> User | None:
+    """Who asks for an open path, when its credentials authenticate; None without any, with ones that do not, or
+    before authentication can work. Never refuses: the path is open either way."""
+    sec = request.app.get(SECURITY)
+    if sec is None or (peer_certificate(request) is None and "Authorization" not in request.headers):
+        return None  # no credentials: nothing to count as a failed authentication
+    try:
+        return await sec.authenticator.authenticate(request)
+    except AdapterError:
+        return None
 
 
 def guard(always_allowed: tuple[str, ...]) -> Middleware:

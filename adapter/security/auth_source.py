@@ -5,6 +5,10 @@ restart.
 Until the ConfigMap has been read (when it is needed), nothing is authenticated: requests get 503 and ``/readyz``
 says why. A change that does not parse keeps the configuration in force, and is logged and counted. Every change
 that does parse is handed to ``on_change`` (the TLS handshake's trusted CAs follow it).
+
+The ConfigMap and the CA files are sources (``freshness.py``): once either has been failing (the ConfigMap cannot be
+read, the file checks stopped) for longer than its bound, ``/readyz`` fails and ``..._auth_config_loaded`` is 0, since
+a CA removed meanwhile would still be trusted.
 """
 
 from __future__ import annotations
@@ -17,8 +21,10 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from adapter.backends.auth_api import AuthAPI, ConfigMapState
 from adapter.config.flags import CONFIGMAP
 from adapter.errors import ConfigError, ResourceExpired
+from adapter.freshness import DEFAULT_TIMING, Timing
 from adapter.security.auth_config import AuthenticationConfig, AuthSettings, build_config
 from adapter.self_metrics import AdapterMetrics
+from adapter.supervisor import Work, polled
 from common.list_watch import Restart, list_watch
 from common.watched_file import WatchedFiles
 
@@ -34,21 +40,25 @@ class AuthConfigSource:
         api: AuthAPI | None,
         metrics: AdapterMetrics,
         on_change: Callable[[AuthenticationConfig], None] = lambda _: None,
-        max_backoff: float = 30.0,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         jitter: Callable[[], float] = random.random,
+        timing: Timing = DEFAULT_TIMING,
     ) -> None:
         self.settings = settings
         self.api = api
         self.metrics = metrics
         self.on_change = on_change
-        self.max_backoff = max_backoff
         self.sleep = sleep
         self.jitter = jitter
+        self.timing = timing
         self.config: AuthenticationConfig | None = None
         self.error: str | None = None
         self._configmap: Mapping[str, str] | None = None
         self._files = WatchedFiles(settings.client_ca_file, settings.requestheader_client_ca_file)
+        self.configmap_source = (
+            metrics.sources.add("authentication/configmap", timing.bound()) if settings.needs_configmap else None
+        )
+        metrics.auth_config_loaded.set_function(self._in_force)
         if not settings.needs_configmap:
             # flags alone: a file that cannot be read stops the start (ConfigError), as a bad flag does
             self._use(build_config(settings, None))
@@ -57,11 +67,14 @@ class AuthConfigSource:
     def loaded(self) -> bool:
         return self.config is not None
 
+    def _in_force(self) -> float:
+        stale = any(s.stale() for s in self.metrics.sources if s.check == "authentication")
+        return float(self.loaded and not stale)
+
     def _use(self, config: AuthenticationConfig) -> None:
         first = self.config is None
         self.config = config
         self.error = None
-        self.metrics.auth_config_loaded.set(1)
         if not first:
             self.metrics.auth_config_reloads.labels("success").inc()
         sources = ", ".join(b.source for b in config.bundles) or "no client CA at all: bearer tokens only"
@@ -99,11 +112,13 @@ class AuthConfigSource:
 
     async def watch_configmap(self) -> None:
         """Read, then watch, forever (``common/list_watch.py``): a 410 reads again, errors back off."""
-        api = self.api
+        api, source = self.api, self.configmap_source
         assert api is not None
+        assert source is not None
 
         async def read() -> str:
             state = await api.read_configmap()
+            source.succeeded()
             self._apply(state)
             return state.resource_version
 
@@ -117,13 +132,19 @@ class AuthConfigSource:
                 return
             if not self.loaded:
                 self.error = f"{CONFIGMAP} not read yet: {error}"
+            source.failed(str(error) or type(error).__name__)
             log.warning("%s: %s; retrying after a back-off", CONFIGMAP, error)
 
         await list_watch(
-            read, watch, ResourceExpired.caused, restarted, self.max_backoff, self.sleep, jitter=self.jitter
+            read, watch, ResourceExpired.caused, restarted, self.timing.max_backoff, self.sleep, jitter=self.jitter
         )
 
-    async def watch_files(self, interval: float) -> None:
-        while True:
-            await asyncio.sleep(interval)
-            self.check_files()
+    def background(self, check_interval: float) -> list[Work]:
+        """The ConfigMap's watch, when it is needed; a look at the CA files every ``check_interval``, when given."""
+        work = []
+        if self.configmap_source is not None:
+            work.append(Work(self.configmap_source.name, self.watch_configmap, self.configmap_source))
+        if self.settings.client_ca_file or self.settings.requestheader_client_ca_file:
+            files = polled("authentication/ca-files", check_interval, self.check_files, self.metrics, self.timing)
+            work.append(files)
+        return work

@@ -14,6 +14,7 @@ from adapter.backends.auth_api import AuthAPI
 from adapter.backends.prometheus import PrometheusConfig
 from adapter.components import COMPONENTS, Components
 from adapter.config.settings import Settings
+from adapter.freshness import DEFAULT_TIMING, Timing
 from adapter.security import tls
 from adapter.security.auth_config import AuthSettings
 from tests.adapter.proxy import PrometheusProxy
@@ -124,8 +125,8 @@ class Adapter:
 
 @pytest.fixture
 def make_adapter(aiohttp_client: AiohttpClient) -> Callable[..., Awaitable[Adapter]]:
-    async def make(settings: Settings) -> Adapter:
-        client = await aiohttp_client(create_app(settings))
+    async def make(settings: Settings, timing: Timing = DEFAULT_TIMING) -> Adapter:
+        client = await aiohttp_client(create_app(settings, timing=timing))
         adapter = Adapter(client)
         if adapter.components.objects.api is not None:
             await wait_until(lambda: adapter.components.objects.synced, what="metadata cache synced")
@@ -161,11 +162,16 @@ def make_secure(
     """An adapter over HTTPS with authentication and authorization delegated to the fake API server.
 
     The cluster's ConfigMap is published first unless ``publish`` is False; ``auth_api`` replaces the clients the
-    adapter would build from its kubeconfig (a shorter review deadline); the rest are ``AuthSettings`` fields.
+    adapter would build from its kubeconfig (a shorter review deadline); ``timing`` shortens how long background
+    sources may fail; the rest are ``AuthSettings`` fields.
     """
 
     async def make(
-        publish: bool = True, ready: bool = True, auth_api: AuthAPI | None = None, **auth: Any
+        publish: bool = True,
+        ready: bool = True,
+        auth_api: AuthAPI | None = None,
+        timing: Timing = DEFAULT_TIMING,
+        **auth: Any,
     ) -> SecureAdapter:
         if publish:
             cluster.publish(kube)
@@ -184,7 +190,7 @@ def make_secure(
         )
         serving = tls.serving_tls(settings)
         assert serving is not None
-        app = create_app(settings, serving=serving, auth_api=auth_api)
+        app = create_app(settings, serving=serving, auth_api=auth_api, timing=timing)
         server = await aiohttp_server(app, ssl=serving.context)
         adapter = SecureAdapter(
             app, str(server.make_url("")).rstrip("/"), tmp_path / "certs" / "apiserver.crt", tmp_path

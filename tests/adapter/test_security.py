@@ -232,7 +232,9 @@ async def test_health_endpoints_are_open_and_everything_else_needs_credentials(m
         r = await adapter.get(path)
         assert (r.status, r.text) == (200, "ok"), path
     r = await adapter.get("/readyz?verbose")
-    assert r.text == "[+]discovery ok\n[+]object-cache ok\n[+]authentication ok\nreadyz check passed\n"
+    assert r.text == (
+        "[+]discovery ok\n[+]object-cache ok\n[+]authentication ok\n[+]serving-certificate ok\nreadyz check passed\n"
+    )
     for path in ("/metrics", "/apis", "/openapi/v2", "/explain/apis/custom.metrics.k8s.io/v1beta2", "/nothing"):
         r = await adapter.get(path)
         assert unauthorized(r.status, r.body), path

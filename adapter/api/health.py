@@ -1,0 +1,90 @@
+"""The health endpoints, in Kubernetes' format: ``/livez`` and ``/healthz`` answer while the process does; ``/readyz``
+checks what the answers depend on.
+
+``/readyz`` has one line per check: ``discovery`` (a relist has run; it and the rules-file check are not stale),
+``object-cache`` (pods, namespaces and nodes listed and not stale), ``authentication`` (the configuration loaded; the
+ConfigMap and the CA-file checks not stale), and one per other background source, such as ``serving-certificate``
+(``freshness.py`` says when a source is stale). The endpoints are open to everyone, since probes carry no
+credentials, so a failed check says why only to a caller that authenticates (or to everyone with
+``--insecure-disable-auth``); anyone else reads ``reason withheld``, as kube-apiserver answers: a backend's error
+text can quote a request or name an internal address.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from aiohttp import web
+
+from adapter.components import COMPONENTS, Components
+from adapter.security.auth import DISABLED_WARNING, SECURITY, Security, caller
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    ok: bool = True
+    detail: str = ""  # why it failed; for a check that passes, a note
+
+    def line(self, detailed: bool) -> str:
+        if self.ok:
+            return f"[+]{self.name} ok" + (f", {self.detail}" if detailed and self.detail else "")
+        return f"[-]{self.name} failed: {self.detail if detailed else 'reason withheld'}"
+
+
+def _discovery(c: Components) -> Check:
+    return Check("discovery", c.discovery.attempted, "" if c.discovery.attempted else "no relist has run yet")
+
+
+def _object_cache(c: Components) -> Check:
+    if c.objects.api is None:
+        return Check("object-cache", True, "no Kubernetes API for objects: wildcards are not filtered")
+    waiting = [str(gr) for gr, r in c.objects.reflectors.items() if not r.synced]
+    return Check("object-cache", not waiting, f"not listed yet: {', '.join(waiting)}" if waiting else "")
+
+
+def _authentication(c: Components, security: Security | None) -> Check:
+    if c.settings.insecure_disable_auth:
+        return Check("authentication", True, DISABLED_WARNING)
+    if security is None:
+        return Check("authentication", False, "not started")
+    ready, detail = security.readiness()
+    return Check("authentication", ready, "" if ready else detail)
+
+
+def checks(c: Components, security: Security | None) -> list[Check]:
+    """The checks of startup, each failed too by its stale sources; a source of no such check adds its own."""
+    found = [_discovery(c), _object_cache(c), _authentication(c, security)]
+    problems: dict[str, list[str]] = {}
+    for source in c.metrics.sources:
+        problem = source.problem()
+        problems.setdefault(source.check, []).extend([problem] if problem else [])
+    named = {check.name for check in found}
+    found += [Check(name) for name in problems if name not in named]
+    return [_failing(check, problems.get(check.name, [])) for check in found]
+
+
+def _failing(check: Check, problems: list[str]) -> Check:
+    if not problems:
+        return check
+    return Check(check.name, False, "; ".join(([] if check.ok else [check.detail]) + problems))
+
+
+async def livez(request: web.Request) -> web.Response:
+    return web.Response(text="ok")
+
+
+async def readyz(request: web.Request) -> web.Response:
+    """``ok``, or one line per check: always with ``?verbose``, and when one fails (then 503)."""
+    c: Components = request.app[COMPONENTS]
+    found = checks(c, request.app.get(SECURITY))
+    ready = all(check.ok for check in found)
+    if ready and "verbose" not in request.query:
+        return web.Response(text="ok")
+    # who asks matters only when there is something to say (a token review is not free)
+    detailed = any(check.detail for check in found) and (
+        c.settings.insecure_disable_auth or await caller(request) is not None
+    )
+    lines = [check.line(detailed) for check in found]
+    lines.append("readyz check passed" if ready else "readyz check failed")
+    return web.Response(status=200 if ready else 503, text="\n".join(lines) + "\n")
