@@ -26,6 +26,11 @@ log = logging.getLogger(__name__)
 
 STALE_AFTER_SECONDS = 60.0
 MAX_BACKOFF_SECONDS = 30.0
+# Checks whose stale sources are reported (/readyz?verbose, /metrics, the log) without failing /readyz. Discovery is
+# stale when Prometheus is down; every replica sees that alike, and failing readiness would only take the APIService
+# away, which Kubernetes turns into a cluster-wide discovery failure (stuck namespace deletion, kubectl errors),
+# while the last good catalog keeps answering and each request reports Prometheus's state itself.
+ADVISORY_CHECKS = frozenset({"discovery"})
 
 
 @dataclass(frozen=True)
@@ -49,6 +54,7 @@ class Freshness:
     def __init__(self, name: str, bound: float, clock: Callable[[], float] = time.monotonic) -> None:
         self.name = name
         self.check = name.partition("/")[0]  # the /readyz line it belongs to: "object-cache" for "object-cache/pods"
+        self.gates_readiness = self.check not in ADVISORY_CHECKS
         self.bound = bound
         self.clock = clock
         self.last_success: float | None = None  # wall-clock time, for /metrics
@@ -75,7 +81,8 @@ class Freshness:
             return False
         if not self._announced:
             self._announced = True
-            log.warning("%s; /readyz fails until it recovers", self._describe(self.failing_since))
+            effect = "/readyz fails until it recovers" if self.gates_readiness else "the last good data stays in use"
+            log.warning("%s; %s", self._describe(self.failing_since), effect)
         return True
 
     def problem(self) -> str | None:

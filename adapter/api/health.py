@@ -1,13 +1,13 @@
 """The health endpoints, in Kubernetes' format: ``/livez`` and ``/healthz`` answer while the process does; ``/readyz``
 checks what the answers depend on.
 
-``/readyz`` has one line per check: ``discovery`` (a relist has run; it and the rules-file check are not stale),
-``object-cache`` (pods, namespaces and nodes listed and not stale), ``authentication`` (the configuration loaded; the
-ConfigMap and the CA-file checks not stale), and one per other background source, such as ``serving-certificate``
-(``freshness.py`` says when a source is stale). The endpoints are open to everyone, since probes carry no
-credentials, so a failed check says why only to a caller that authenticates (or to everyone with
-``--insecure-disable-auth``); anyone else reads ``reason withheld``, as kube-apiserver answers: a backend's error
-text can quote a request or name an internal address.
+``/readyz`` has one line per check: ``discovery`` (a relist has run; a stale relist or rules-file check is reported
+but does not fail it, see ``freshness.ADVISORY_CHECKS``), ``object-cache`` (pods, namespaces and nodes listed and
+not stale), ``authentication`` (the configuration loaded; the ConfigMap and the CA-file checks not stale), and one
+per other background source, such as ``serving-certificate`` (``freshness.py`` says when a source is stale). The
+endpoints are open to everyone, since probes carry no credentials, so a failed check says why only to a caller that
+authenticates (or to everyone with ``--insecure-disable-auth``); anyone else reads ``reason withheld``, as
+kube-apiserver answers: a backend's error text can quote a request or name an internal address.
 """
 
 from __future__ import annotations
@@ -56,18 +56,22 @@ def checks(c: Components, security: Security | None) -> list[Check]:
     """The checks of startup, each failed too by its stale sources; a source of no such check adds its own."""
     found = [_discovery(c), _object_cache(c), _authentication(c, security)]
     problems: dict[str, list[str]] = {}
+    notes: dict[str, list[str]] = {}  # stale sources of advisory checks (freshness.ADVISORY_CHECKS)
     for source in c.metrics.sources:
         problem = source.problem()
-        problems.setdefault(source.check, []).extend([problem] if problem else [])
+        (problems if source.gates_readiness else notes).setdefault(source.check, []).extend(
+            [problem] if problem else []
+        )
     named = {check.name for check in found}
-    found += [Check(name) for name in problems if name not in named]
-    return [_failing(check, problems.get(check.name, [])) for check in found]
+    found += [Check(name) for name in {*problems, *notes} if name not in named]
+    return [_failing(check, problems.get(check.name, []), notes.get(check.name, [])) for check in found]
 
 
-def _failing(check: Check, problems: list[str]) -> Check:
-    if not problems:
+def _failing(check: Check, problems: list[str], notes: list[str]) -> Check:
+    if not problems and not notes:
         return check
-    return Check(check.name, False, "; ".join(([] if check.ok else [check.detail]) + problems))
+    detail = "; ".join(([check.detail] if check.detail else []) + problems + notes)
+    return Check(check.name, check.ok and not problems, detail)
 
 
 async def livez(request: web.Request) -> web.Response:

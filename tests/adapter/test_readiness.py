@@ -88,18 +88,30 @@ async def test_readyz_fails_while_the_pod_cache_cannot_list_and_passes_after(
     assert "object-cache/pods recovered" in caplog.text
 
 
-async def test_readyz_fails_while_relists_fail_past_their_bound_and_passes_after(
+async def test_relists_failing_past_their_bound_are_reported_without_failing_readyz(
     kube: FakeKubeAPIServer, proxy: PrometheusProxy, make_adapter: Callable[..., Awaitable[Adapter]], tmp_path: Path
 ) -> None:
     settings = settings_for(proxy.url, kube.kubeconfig(tmp_path / "kubeconfig"), relist_interval=0.2)
     adapter = await make_adapter(settings, SHORT)
     await ready(adapter, 200)
     proxy.respond = (503, b"")
-    await ready(adapter, 503)
-    text = await (await adapter.client.get("/readyz?verbose")).text()
-    assert "[-]discovery failed: discovery failing for " in text
+
+    async def reported() -> bool:
+        text = await (await adapter.client.get("/readyz?verbose")).text()
+        return "[+]discovery ok, discovery failing for " in text
+
+    # Prometheus being down must not take the APIService away: the last good catalog keeps answering
+    await eventually(reported, within=15, what="the stale relist to be reported")
+    assert (await adapter.client.get("/readyz")).status == 200
+    stale = adapter.components.metrics.registry.get_sample_value
+    assert stale("gpuscale_adapter_source_stale", {"source": "discovery"}) == 1
     proxy.respond = None
-    await ready(adapter, 200)
+
+    async def recovered() -> bool:
+        return not await reported()
+
+    await eventually(recovered, within=15, what="the relist to recover")
+    assert stale("gpuscale_adapter_source_stale", {"source": "discovery"}) == 0
 
 
 class BrokenPrometheus:
@@ -115,7 +127,7 @@ class BrokenPrometheus:
         raise RuntimeError("a bug in the client")
 
 
-async def test_a_background_task_that_dies_is_restarted_and_fails_readyz_until_it_works(
+async def test_a_background_task_that_dies_is_restarted_and_reported_until_it_works(
     prometheus: Prometheus, caplog: pytest.LogCaptureFixture
 ) -> None:
     metrics = AdapterMetrics()
@@ -129,10 +141,13 @@ async def test_a_background_task_that_dies_is_restarted_and_fails_readyz_until_i
                 what="the relist task to be restarted",
             )
             assert "background task discovery stopped (RuntimeError: a bug in the client)" in caplog.text
-            await wait_until(lambda: not health.checks(c, None)[0].ok, what="the discovery check to fail")
-            assert "its background task stopped" in health.checks(c, None)[0].detail
+            await wait_until(
+                lambda: "its background task stopped" in health.checks(c, None)[0].detail,
+                what="the discovery check to report it",
+            )
+            assert health.checks(c, None)[0].ok  # advisory: see test_relists_failing_past_their_bound_...
             c.discovery.prometheus = c.prometheus
-            await wait_until(lambda: health.checks(c, None)[0].ok, what="the discovery check to pass again")
+            await wait_until(lambda: not health.checks(c, None)[0].detail, what="the discovery check to clear")
         finally:
             await stop(tasks)
 
