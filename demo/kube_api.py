@@ -52,6 +52,7 @@ class FakeKubeAPIServer:
         self.watches: list[_Watch] = []
         self.requests: list[tuple[str, dict[str, str]]] = []
         self.expire_continue_tokens = False
+        self.expire_watches = False  # every watch answers 410 at once, as if each version were compacted away
         self.fail_lists = 0
         self.reviews = Reviews()
         self._pages: dict[str, tuple[list[dict[str, Any]], str]] = {}
@@ -252,7 +253,7 @@ class FakeKubeAPIServer:
         resp = web.StreamResponse(headers={"Content-Type": "application/json"})
         await resp.prepare(request)
         since = int(query.get("resourceVersion") or 0)
-        if since and since < self.compacted:
+        if self.expire_watches or (since and since < self.compacted):
             expired = status_body(410, "Expired", f"too old resource version: {since} ({self.compacted})")
             await resp.write(json.dumps({"type": "ERROR", "object": expired}).encode() + b"\n")
             return resp

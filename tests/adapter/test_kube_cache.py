@@ -257,3 +257,21 @@ async def test_watches_that_end_at_once_are_retried_with_backoff(tmp_path: Path)
         await stop(task)
         await client.close()
         await runner.cleanup()
+
+
+async def test_a_server_that_expires_every_watch_is_listed_with_a_growing_back_off(
+    api: KubernetesMetadataAPI, kube: FakeKubeAPIServer
+) -> None:
+    """Every watch answers 410 Gone: the reflector lists again, but after the second 410 in a row only after a
+    back-off (1 s, 2 s, 4 s ...), never in a loop (thousands of LIST+WATCH pairs in seconds)."""
+    kube.expire_watches = True
+    reflector = Reflector(api, resources.PODS, AdapterMetrics(), jitter=lambda: 0.0)
+    task = await run(reflector)
+    await asyncio.sleep(4.5)
+    await stop(task)
+    lists, watches = kube.count(PODS), kube.count(PODS, watch=True)
+    # LISTs at 0 s and at once after the first 410, then after 1 s and 2 s of back-off: 4, give or take one
+    assert 3 <= lists <= 5, (lists, watches)
+    assert watches <= lists
+    in_ml = sorted(name for ns, name in kube.objects["pods"] if ns == "ml")
+    assert in_ml and sorted(names(reflector)) == in_ml  # still serving the last listing
