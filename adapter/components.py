@@ -18,7 +18,13 @@ from adapter.api.provider import Provider
 from adapter.backends import prometheus_auth
 from adapter.backends.kube_api import KubeMetadataAPI, KubernetesMetadataAPI
 from adapter.backends.kube_cache import ObjectLister
-from adapter.backends.prometheus import PrometheusAPI, PrometheusClient, QueryResult, make_session
+from adapter.backends.prometheus import (
+    QUERY_CACHE_BYTES,
+    PrometheusAPI,
+    PrometheusClient,
+    QueryResult,
+    make_session,
+)
 from adapter.config.rules_file import RulesFile
 from adapter.config.settings import Settings
 from adapter.freshness import DEFAULT_TIMING, Timing
@@ -101,7 +107,10 @@ async def components(
                 rules_file, prometheus, metrics, settings.relist_interval, settings.max_age, timing=timing
             )
             cache: SingleFlightCache[str, QueryResult] = SingleFlightCache(
-                settings.cache_ttl, on_outcome=lambda outcome: metrics.cache_requests.labels(outcome).inc()
+                settings.cache_ttl,
+                maxsize=QUERY_CACHE_BYTES,
+                weigh=lambda result: result.weight,
+                on_outcome=lambda outcome: metrics.cache_requests.labels(outcome).inc(),
             )
             provider = Provider(lambda: discovery.catalog, prometheus, objects, cache, metrics)
             yield Components(settings, metrics, rules_file, prometheus, discovery, objects, cache, provider, timing)

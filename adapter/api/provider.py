@@ -166,7 +166,7 @@ class Provider:
 
         def claim(index: int, source: MetricSource, result: QueryResult) -> bool:
             label = source.rule.label_for(info) or ""
-            for sample in result.samples:
+            for sample in result.samples.having(label, wanted):  # not a Python step for every sample sent
                 name = sample.labels.get(label)
                 if name and (wanted is None or name in wanted) and name not in owner:
                     owner[name] = index
@@ -201,7 +201,7 @@ class Provider:
             rule = record.source.rule
             label = rule.label_for(info) or ""
             window = window_seconds(rule.metrics_query.text) or DEFAULT_WINDOW_SECONDS
-            for sample in record.result.samples if record.result else ():
+            for sample in record.result.samples.having(label, owner) if record.result else ():
                 name = sample.labels.get(label)
                 if name is None or owner.get(name) != index:
                     continue

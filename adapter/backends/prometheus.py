@@ -35,6 +35,8 @@ from common.watched_file import WatchedFiles
 MAX_GET_QUERY_BYTES = 4096
 # Answers up to this size are read on the event loop: about 5 ms of it. Larger ones go to a worker thread.
 PARSE_IN_THREAD_ABOVE = 256 * 1024
+# What the query cache may keep, by the results' weight: a few large results, or some 60,000 small ones.
+QUERY_CACHE_BYTES = 64 * 1024 * 1024
 T = TypeVar("T")
 
 

@@ -11,8 +11,9 @@ throughout and so stops the event loop even from a worker thread (a 48 MB answer
 
 from __future__ import annotations
 
-import sys
-from collections.abc import Callable, Iterator, Mapping, Sequence
+import itertools
+import operator
+from collections.abc import Callable, Container, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Generic, NamedTuple, NoReturn, TypeVar, overload
 
@@ -22,9 +23,12 @@ from adapter.errors import MalformedAnswer
 T = TypeVar("T")
 
 RESULT_TYPES = ("vector", "scalar", "matrix", "string")
-# Memory a kept sample takes: about twice its JSON text (label values and the value as str objects; label names are
-# shared) plus its label map, tuple slots and float. Measured 392 bytes for an 84-byte sample, 737 for a 236-byte one.
-SAMPLE_BYTES = 200
+# What a kept sample costs in memory: its label map, its float and its slots in the tuples; each label's slot in the
+# map; each distinct string (and its characters). Checked with tracemalloc against vectors of 2 and 8 labels.
+SAMPLE_BYTES = 170
+RESULT_BYTES = 1024  # a result however small, with its entry in a cache: an empty one is not free
+LABEL_BYTES = 20
+STRING_BYTES = 50
 _LAST_TIMESTAMP = 253402300799  # 9999-12-31T23:59:59Z: the last second a Kubernetes timestamp can show
 _MISSING = object()
 
@@ -70,13 +74,24 @@ class Samples(Sequence[Sample]):
     def __iter__(self) -> Iterator[Sample]:
         return map(Sample, self.labels, self.timestamps, self.values)
 
+    def having(self, label: str, names: Container[str] | None) -> Iterator[Sample]:
+        """The samples whose ``label`` is one of ``names`` (None: any non-empty value), in order.
+
+        The search runs in C iterators, without a Python step per sample: the event loop looks through 140,000
+        samples in about 10 ms, where iterating them takes 50 (the provider wants a few pods out of an answer that
+        may hold every pod in the cluster).
+        """
+        found = map(operator.methodcaller("get", label), self.labels)
+        wanted = map(bool, found) if names is None else map(names.__contains__, found)
+        return map(self.__getitem__, itertools.compress(range(len(self.values)), wanted))
+
 
 @dataclass(frozen=True, slots=True, weakref_slot=True)
 class QueryResult:
     result_type: str
     samples: Samples
     warnings: tuple[str, ...] = ()
-    weight: int = 0  # bytes of memory its samples hold, roughly: what caches count it as
+    weight: int = RESULT_BYTES  # bytes of memory it holds, roughly: what caches count it as
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,7 +111,7 @@ def query_reply(body: bytes | bytearray) -> Reply[QueryResult]:
     result = None
     if reply.data is not None:
         result_type, samples, weight = reply.data
-        result = QueryResult(result_type, samples, reply.warnings, weight)
+        result = QueryResult(result_type, samples, reply.warnings, RESULT_BYTES + weight)
     return Reply(reply.status, result, reply.error_type, reply.error, reply.warnings)
 
 
@@ -153,7 +168,7 @@ def _query_data(r: JsonReader) -> tuple[str, Samples, int]:
         _malformed("data.result is missing")
     if result_type == "vector":
         if vector is None:
-            vector = _Vector.of(result, 2 * len(r.text))
+            vector = _Vector.of(result)
         return "vector", vector.samples(), vector.weight
     if result_type == "scalar":
         timestamp, value = _pair(result, "data.result")
@@ -168,25 +183,26 @@ class _Vector:
         self.labels: list[dict[str, str]] = []
         self.timestamps: list[float] = []
         self.values: list[str] = []
-        self.weight = 0
+        # Each distinct string once: label names repeat in every series and most values in many (namespace, model,
+        # GPU index). Measured on 140,000 DCGM series: 72 MB held instead of 112, and 35 ms to free instead of 64.
+        self._strings: dict[str, str] = {}
+        self._label_count = 0
 
     @classmethod
     def read(cls, r: JsonReader) -> _Vector:
-        vector, start = cls(), r.at
+        vector = cls()
         for index in r.elements("data.result"):
             vector.add(r.value(), index)
-        vector.weight = 2 * (r.at - start) + SAMPLE_BYTES * len(vector.values)
         return vector
 
     @classmethod
-    def of(cls, result: object, text_bytes: int) -> _Vector:
+    def of(cls, result: object) -> _Vector:
         """From a result decoded before its type was known."""
         if not isinstance(result, list):
             _malformed("data.result is not an array")
         vector = cls()
         for index, item in enumerate(result):
             vector.add(item, index)
-        vector.weight = text_bytes + SAMPLE_BYTES * len(vector.values)
         return vector
 
     def add(self, item: object, index: int) -> None:
@@ -198,13 +214,22 @@ class _Vector:
         if not all(type(v) is str for v in metric.values()):
             _malformed(f"data.result[{index}].metric has a label value that is not a string")
         timestamp, value = _pair(item.get("value"), f"data.result[{index}].value")
-        # label names repeat in every series: one copy of each instead of one per series
-        self.labels.append(dict(zip(map(sys.intern, metric), metric.values(), strict=True)))
+        once, values = self._strings.setdefault, metric.values()
+        self.labels.append(dict(zip(map(once, metric, metric), map(once, values, values), strict=True)))
         self.timestamps.append(timestamp)
-        self.values.append(value)
+        self.values.append(once(value, value))
+        self._label_count += len(metric)
 
     def samples(self) -> Samples:
         return Samples(tuple(self.labels), tuple(self.timestamps), tuple(self.values))
+
+    @property
+    def weight(self) -> int:
+        strings = self._strings
+        return (
+            SAMPLE_BYTES * len(self.values) + LABEL_BYTES * self._label_count + STRING_BYTES * len(strings)
+            + sum(map(len, strings))
+        )  # fmt: skip
 
 
 def _pair(pair: object, where: str) -> tuple[float, str]:

@@ -1,7 +1,8 @@
 """Prometheus misbehaving in ways beyond down and slow: 5xx, invalid JSON, a wrong shape, a huge result.
 
 Each answers the client a 503 Status quickly (never a 500, never a traceback), discovery keeps serving its last good
-state, and the adapter recovers by itself once Prometheus behaves again.
+state, and the adapter recovers by itself once Prometheus behaves again. An answer of the wrong shape is a 503 that
+says what was wrong with it (never what it held), counted as a bad answer, while the health probe goes on answering.
 """
 
 from __future__ import annotations
@@ -21,6 +22,10 @@ CM = "/apis/custom.metrics.k8s.io/v1beta2"
 TRAINERS = f"{CM}/namespaces/ml/pods/*/gpu_utilization?labelSelector=app%3Dtrainer"
 
 
+def vector(result: object) -> bytes:
+    return json.dumps({"status": "success", "data": {"resultType": "vector", "result": result}}).encode()
+
+
 def huge_vector(n: int) -> bytes:
     result = [{"metric": {"pod": f"p{i}", "namespace": "ml"}, "value": [1.8e9, "1"]} for i in range(n)]
     return json.dumps({"status": "success", "data": {"resultType": "vector", "result": result}}).encode()
@@ -33,6 +38,28 @@ FAULTS = {
     "invalid json": (200, b'{"status":"success","data":{"resultType":"vector","result":[{"metric":'),
     "wrong shape": (200, b'{"status":"success","data":{"resultType":"vector","result":"nope"}}'),
     "not an object": (200, b"[1,2,3]"),
+}
+SECRET = "s3cr3t"
+# answers that are JSON, but not of the shape Prometheus's API gives: the Status names where the shape broke
+SHAPES = {
+    "metric a string": (
+        vector([{"metric": f"pod={SECRET}", "value": [1.8e9, "1"]}]),
+        "data.result[0].metric is missing or not an object",
+    ),
+    "label value a list": (
+        vector([{"metric": {"pod": "trainer-0"}, "value": [1.8e9, "1"]}, {"metric": {"pod": [SECRET]}, "value": []}]),
+        "data.result[1].metric has a label value that is not a string",
+    ),
+    "200,000-deep nesting": (
+        b'{"status":"success","data":{"resultType":"vector","result":' + b"[" * 200_000 + b"]" * 200_000 + b"}}",
+        "the answer is nested too deeply",
+    ),
+    "value not a pair": (
+        vector([{"metric": {}, "value": {"v": SECRET}}]),
+        "data.result[0].value is missing or not a [timestamp, value] pair",
+    ),
+    "result not a list": (vector({"pod": SECRET}), "data.result is not an array"),
+    "not an object": (b'"' + SECRET.encode() + b'"', "the answer is not an object"),
 }
 
 
@@ -76,3 +103,27 @@ async def test_a_huge_result_is_answered_or_refused_cleanly(proxied: Adapter, pr
     assert body["kind"] in ("MetricValueList", "Status")
     if resp.status == 200:  # only the pods the HPA selected come back, whatever Prometheus sent
         assert {i["describedObject"]["name"] for i in body["items"]} <= {"trainer-0", "trainer-1"}
+
+
+def bad_answers(adapter: Adapter) -> float:
+    registry = adapter.components.metrics.registry
+    value = registry.get_sample_value(
+        "gpuscale_adapter_prometheus_errors_total", {"endpoint": "query", "kind": "bad_answer"}
+    )
+    return value or 0.0
+
+
+@pytest.mark.parametrize("shape", sorted(SHAPES))
+async def test_an_answer_of_the_wrong_shape_is_a_503_saying_what_was_wrong(
+    proxied: Adapter, proxy: PrometheusProxy, shape: str
+) -> None:
+    body, problem = SHAPES[shape]
+    proxy.respond = (200, body)
+    status = await proxied.get(TRAINERS, status=503)
+    assert status["reason"] == "ServiceUnavailable"
+    assert status["message"] == f"the metrics backend (Prometheus) sent an answer the adapter cannot use: {problem}"
+    assert SECRET not in json.dumps(status)
+    assert bad_answers(proxied) >= 1
+    assert (await proxied.client.get("/healthz")).status == 200
+    proxy.respond = None
+    assert len((await proxied.get(TRAINERS))["items"]) == 2

@@ -16,6 +16,7 @@ def test_defaults_are_the_documented_ones() -> None:
     assert s.prometheus.url == "http://localhost:9090"
     assert s.prometheus.verb == "GET"
     assert s.prometheus.timeout == 10.0
+    assert s.prometheus.max_answer_bytes == 32 * 1024 * 1024
     assert s.relist_interval == 60.0
     assert s.max_age == 60.0
     assert s.cache_ttl == 0.25
@@ -115,6 +116,9 @@ def test_every_flag_has_an_environment_variable_and_the_flag_wins() -> None:
         (["--metrics-cache-ttl=1h"], "outside the valid range 0s to 10m"),
         (["--prometheus-timeout=10ms"], "outside the valid range 100ms to 5m"),
         (["--prometheus-verb=PUT"], "'PUT' is not one of GET, POST"),
+        (["--prometheus-max-answer-bytes=2Gi"], "2Gi is outside the valid range 64Ki to 1Gi"),
+        (["--prometheus-max-answer-bytes=1000"], "1000 is outside the valid range 64Ki to 1Gi"),
+        (["--prometheus-max-answer-bytes=32MB"], "'32MB' is not a number of bytes"),
         (["--prometheus-url=prometheus:9090"], "is not an http:// or https:// URL"),
         (["--prometheus-header=NoEquals"], "is not Key=Value"),
         (["--prometheus-client-tls-cert-file=/c"], "needs --prometheus-client-tls-key-file too"),
@@ -217,3 +221,11 @@ def test_short_verbosity_flag_works_as_in_klog() -> None:
 def test_a_missing_prometheus_url_is_caught_at_start() -> None:
     with pytest.raises(ConfigError, match=r"--prometheus-url \(or GPUSCALE_ADAPTER_PROMETHEUS_URL\): is required"):
         parse_settings(["--insecure-serve-http", "--insecure-disable-auth"], env={})
+
+
+@pytest.mark.parametrize(
+    ("text", "value"), [("65536", 65536), ("64Ki", 65536), ("32Mi", 33554432), ("1Gi", 1073741824), ("100Ki", 102400)]
+)
+def test_answer_sizes_in_bytes_or_binary_units(text: str, value: int) -> None:
+    settings = parse_settings([f"--prometheus-max-answer-bytes={text}"], env=BASE)
+    assert settings.prometheus.max_answer_bytes == value

@@ -5,6 +5,7 @@ import pytest
 
 from adapter.self_metrics import AdapterMetrics
 from adapter.single_flight import Outcome, SingleFlightCache
+from tests.adapter.conftest import wait_until
 
 
 class Clock:
@@ -144,3 +145,29 @@ async def test_each_answer_keeps_for_its_own_time_and_failures_not_at_all() -> N
     zero: SingleFlightCache[str, bool] = SingleFlightCache(lambda _: 0.0, clock=clock)
     await zero.get("k", answer(True))
     assert len(zero) == 0
+
+
+def answering(value: str) -> Callable[[], Awaitable[str]]:
+    async def fetch() -> str:
+        return value
+
+    return fetch
+
+
+async def test_an_expired_answer_is_dropped_without_its_key_being_asked_again() -> None:
+    cache: SingleFlightCache[str, str] = SingleFlightCache(0.05)
+    await cache.get("q", answering("a large answer nobody asks for again"))
+    assert len(cache) == 1
+    await wait_until(lambda: len(cache) == 0, what="the expired answer to be dropped")
+
+
+async def test_answers_kept_are_bounded_by_their_weight_and_one_too_heavy_is_not_kept() -> None:
+    cache: SingleFlightCache[str, str] = SingleFlightCache(60.0, maxsize=10, weigh=len)
+    for key in "abc":
+        assert await cache.get(key, answering(key * 4)) == (key * 4, "miss")
+    assert await cache.get("c", answering("")) == ("cccc", "hit")
+    assert await cache.get("b", answering("")) == ("bbbb", "hit")
+    assert await cache.get("a", answering("aa")) == ("aa", "miss")  # 12 > 10: the least recent one went
+    assert await cache.get("heavy", answering("x" * 11)) == ("x" * 11, "miss")
+    assert await cache.get("heavy", answering("y")) == ("y", "miss")
+    assert len(cache) == 3

@@ -1,0 +1,171 @@
+"""Prometheus answers checked against the API's documented shape, and the JSON reader that walks them.
+
+Every malformed answer is refused with a problem that says where the shape broke and never quotes the answer; every
+well-formed one is read exactly as ``json.loads`` would read it, whatever its layout.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from adapter.backends.json_reader import JsonReader
+from adapter.backends.prometheus_answer import Sample, Samples, names_reply, query_reply
+from adapter.errors import MalformedAnswer
+
+SECRET = "s3cr3t-label-value"
+
+
+def answer(result: Any, result_type: str = "vector", **envelope: Any) -> bytes:
+    body = {"status": "success", "data": {"resultType": result_type, "result": result}, **envelope}
+    return json.dumps(body).encode()
+
+
+def series(metric: Any = None, value: Any = None) -> dict[str, Any]:
+    return {"metric": {"pod": SECRET} if metric is None else metric, "value": value or [1.8e9, "1"]}
+
+
+def deep(levels: int) -> bytes:
+    return (
+        b'{"status":"success","data":{"resultType":"vector","result":[{"metric":{"pod":'
+        + (b"[" * levels + b"]" * levels)
+        + b'},"value":[1,"1"]}]}}'
+    )
+
+
+MALFORMED = {
+    "metric a string": (answer([series(metric="pod=a")]), "data.result[0].metric is missing or not an object"),
+    "metric missing": (answer([{"value": [1, "1"]}]), "data.result[0].metric is missing or not an object"),
+    "label value a list": (
+        answer([series(), series({"pod": [SECRET]})]),
+        "data.result[1].metric has a label value that is not a string",
+    ),
+    "label value a number": (answer([series({"gpu": 0})]), "data.result[0].metric has a label value"),
+    "label value null": (answer([series({"gpu": None})]), "data.result[0].metric has a label value"),
+    "200,000-deep nesting": (deep(200_000), "the answer is nested too deeply"),
+    "item not an object": (answer([series(), SECRET]), "data.result[1] is not an object"),
+    "value not a pair": (answer([series(value=[1, "1", "2"])]), "data.result[0].value is missing or not a"),
+    "value a number": (answer([series(value=[1, 1])]), "data.result[0].value has a value that is not a string"),
+    "timestamp a string": (answer([series(value=["1", "1"])]), "has a timestamp that is not a number"),
+    "timestamp a boolean": (answer([series(value=[True, "1"])]), "has a timestamp that is not a number"),
+    "timestamp past 9999": (answer([series(value=[1e300, "1"])]), "seconds from 1970 to 9999"),
+    "timestamp a huge integer": (answer([series(value=[10**400, "1"])]), "seconds from 1970 to 9999"),
+    "NaN literal": (b'{"status":"success","data":{"resultType":"scalar","result":[NaN,"1"]}}', "NaN is not JSON"),
+    "result a string": (answer(SECRET), "data.result is not an array"),
+    "result missing": (b'{"status":"success","data":{"resultType":"vector"}}', "data.result is missing"),
+    "unknown result type": (answer([], "histogram"), "data.resultType is missing or not one of"),
+    "data not an object": (b'{"status":"success","data":[]}', "data is not an object"),
+    "data missing": (b'{"status":"success"}', "data is missing"),
+    "status missing": (b'{"data":{"resultType":"vector","result":[]}}', "status is missing"),
+    "status not a string": (b'{"status":1}', "status is not a string"),
+    "error not a string": (b'{"status":"error","error":{"a":1}}', "error is not a string"),
+    "warnings not strings": (answer([], warnings=[1]), "warnings[0] is not a string"),
+    "not an object": (b"[1,2,3]", "the answer is not an object"),
+    "html": (b"<html>" + SECRET.encode() + b"</html>", "the answer is not an object"),
+    "empty": (b" \n", "the answer is empty"),
+    "truncated": (answer([series()])[:-5], "the answer is not valid JSON"),
+    "trailing text": (answer([]) + b" " + SECRET.encode(), "the answer is not valid JSON"),
+    "not UTF-8": (b'{"status":"success","data":"\xff"}', "the answer is not UTF-8 text"),
+    "a scalar not a pair": (answer(SECRET, "scalar"), "data.result is missing or not a [timestamp, value] pair"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(MALFORMED))
+def test_a_malformed_answer_names_the_problem_and_never_its_content(name: str) -> None:
+    body, problem = MALFORMED[name]
+    with pytest.raises(MalformedAnswer) as e:
+        query_reply(body)
+    assert problem in str(e.value)
+    assert SECRET not in str(e.value)
+    assert len(str(e.value)) < 200
+
+
+def test_a_vector_is_read_with_its_warnings_and_newer_fields_ignored() -> None:
+    body = answer(
+        [series({"pod": "a", "namespace": "ml"}, [1.8e9, "1.5"]), series({}, [1800000001, "NaN"])],
+        warnings=["partial"],
+        infos=[{"anything": [1, {"nested": True}]}],
+    )
+    reply = query_reply(body)
+    assert reply.status == "success"
+    assert reply.data is not None
+    assert reply.data.result_type == "vector"
+    assert reply.data.warnings == ("partial",)
+    assert list(reply.data.samples) == [
+        Sample({"pod": "a", "namespace": "ml"}, 1.8e9, "1.5"),
+        Sample({}, 1.8e9 + 1, "NaN"),
+    ]
+    assert reply.data.weight > 0
+
+
+def test_a_result_before_its_type_and_a_scalar_are_read_too() -> None:
+    before = b'{"data":{"result":[{"metric":{"pod":"a"},"value":[1,"2"]}],"resultType":"vector"},"status":"success"}'
+    reply = query_reply(before)
+    assert reply.data is not None
+    assert list(reply.data.samples) == [Sample({"pod": "a"}, 1.0, "2")]
+    scalar = query_reply(answer([1.5, "3"], "scalar"))
+    assert scalar.data is not None
+    assert list(scalar.data.samples) == [Sample({}, 1.5, "3")]
+
+
+def test_a_matrix_or_string_result_is_read_for_the_client_to_refuse() -> None:
+    matrix = query_reply(answer([{"metric": {}, "values": [[1, "1"], [2, "2"]]}], "matrix"))
+    assert matrix.data is not None
+    assert (matrix.data.result_type, len(matrix.data.samples)) == ("matrix", 0)
+
+
+def test_an_error_answer_keeps_its_type_and_message_and_ignores_its_data() -> None:
+    reply = query_reply(b'{"status":"error","errorType":"bad_data","error":"parse error","data":"whatever"}')
+    assert (reply.status, reply.error_type, reply.error, reply.data) == ("error", "bad_data", "parse error", None)
+
+
+def test_label_lists_are_lists_of_strings() -> None:
+    assert names_reply(b'{"status":"success","data":["a","b"]}').data == ["a", "b"]
+    with pytest.raises(MalformedAnswer, match=r"data\[1\] is not a string"):
+        names_reply(b'{"status":"success","data":["a",["b"]]}')
+    with pytest.raises(MalformedAnswer, match="data is not an array"):
+        names_reply(b'{"status":"success","data":{"a":"b"}}')
+
+
+def test_repeated_strings_are_kept_once() -> None:
+    reply = query_reply(answer([series({"namespace": "ml", "pod": f"p{i}"}) for i in range(3)]))
+    assert reply.data is not None
+    first, second, _ = reply.data.samples.labels
+    assert first["namespace"] is second["namespace"]
+    assert next(iter(first)) is next(iter(second))
+
+
+def test_samples_having_a_label_among_names() -> None:
+    samples = Samples(({"pod": "a"}, {"pod": "b"}, {}, {"pod": ""}, {"pod": "a"}), (1, 2, 3, 4, 5), tuple("abcde"))
+    assert [s.value for s in samples.having("pod", {"a"})] == ["a", "e"]
+    assert [s.value for s in samples.having("pod", None)] == ["a", "b", "e"]
+    assert [s.value for s in samples.having("node", None)] == []
+    assert [s.value for s in samples[1:3]] == ["b", "c"]
+    assert samples[-1] == Sample({"pod": "a"}, 5, "e")
+
+
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=5), inner, max_size=4),
+    max_leaves=20,
+)
+
+
+@given(JSON, st.sampled_from([None, 0, 2]), st.sampled_from([(",", ":"), (", ", ": ")]), st.integers(0, 3))
+def test_the_reader_reads_what_json_loads_reads(value: Any, indent: int | None, separators: Any, depth: int) -> None:
+    text = json.dumps(value, indent=indent, separators=separators)
+    reader = JsonReader(f" {text}\n")
+    assert reader.value(depth) == json.loads(text)
+    reader.end()
+
+
+def test_the_reader_refuses_what_json_loads_refuses() -> None:
+    for text in ("[1,]", "{1:2}", '{"a" 1}', "[1 2]", '{"a":1,}', "[", "tru", '{"a":[1,2}'):
+        with pytest.raises(MalformedAnswer, match="not valid JSON"):
+            JsonReader(text).value(depth=3)
+    assert sys.getrecursionlimit() < 200_000  # the deep-nesting case above relies on the decoder's recursion guard
