@@ -77,9 +77,8 @@ class Samples(Sequence[Sample]):
     def having(self, label: str, names: Container[str] | None) -> Iterator[Sample]:
         """The samples whose ``label`` is one of ``names`` (None: any non-empty value), in order.
 
-        The search runs in C iterators, without a Python step per sample: the event loop looks through 140,000
-        samples in about 10 ms, where iterating them takes 50 (the provider wants a few pods out of an answer that
-        may hold every pod in the cluster).
+        The search runs in C iterators, without a Python step per sample: 16 ms for 140,000 samples, where iterating
+        them takes 40 (the provider wants a few pods out of an answer that may hold every pod in the cluster).
         """
         found = map(operator.methodcaller("get", label), self.labels)
         wanted = map(bool, found) if names is None else map(names.__contains__, found)
