@@ -26,9 +26,9 @@ RESULT_TYPES = ("vector", "scalar", "matrix", "string")
 # What a kept sample costs in memory: its label map, its float and its slots in the tuples; each label's slot in the
 # map; each distinct string (and its characters). Checked with tracemalloc against vectors of 2 and 8 labels.
 SAMPLE_BYTES = 170
-RESULT_BYTES = 1024  # a result however small, with its entry in a cache: an empty one is not free
 LABEL_BYTES = 20
 STRING_BYTES = 50
+RESULT_BYTES = 1024  # a result however small, with its entry in a cache: an empty one is not free
 _LAST_TIMESTAMP = 253402300799  # 9999-12-31T23:59:59Z: the last second a Kubernetes timestamp can show
 _MISSING = object()
 
