@@ -274,4 +274,5 @@ async def test_a_server_that_expires_every_watch_is_listed_with_a_growing_back_o
     assert 3 <= lists <= 5, (lists, watches)
     assert watches <= lists
     in_ml = sorted(name for ns, name in kube.objects["pods"] if ns == "ml")
-    assert in_ml and sorted(names(reflector)) == in_ml  # still serving the last listing
+    assert in_ml
+    assert sorted(names(reflector)) == in_ml  # still serving the last listing
