@@ -15,8 +15,6 @@ import sys
 import urllib.parse
 from collections.abc import Sequence
 
-from aiohttp import web
-
 from adapter.api.explain import explain, render_text
 from adapter.app import create_app
 from adapter.components import COMPONENTS, components
@@ -24,6 +22,7 @@ from adapter.config.settings import Settings, parse_settings, usage
 from adapter.errors import AdapterError, ConfigError
 from adapter.security import tls
 from adapter.security.auth import DISABLED_WARNING
+from adapter.serving import connections, server_log
 
 log = logging.getLogger("adapter")
 
@@ -34,18 +33,22 @@ def _logging(verbosity: int) -> None:
         level=logging.DEBUG if verbosity >= 4 else logging.INFO,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    server_log.install(tracebacks=verbosity >= 4)
 
 
-async def _serve(settings: Settings) -> None:
+async def _serve(settings: Settings, limits: connections.Limits) -> None:
     serving = tls.serving_tls(settings)
     ssl_context = serving.context if serving else None
     if settings.insecure_disable_auth:
         log.warning("%s", DISABLED_WARNING)
     app = create_app(settings, serving=serving)
-    runner = web.AppRunner(app, access_log=logging.getLogger("aiohttp.access") if settings.verbosity >= 6 else None)
+    access_log = logging.getLogger("aiohttp.access") if settings.verbosity >= 6 else None
+    runner = connections.runner(app, limits, access_log)
     await runner.setup()
     try:
-        site = web.TCPSite(runner, settings.bind_address, settings.secure_port, ssl_context=ssl_context)
+        site = connections.BoundedSite(
+            runner, settings.bind_address, settings.secure_port, ssl_context=ssl_context, limits=limits
+        )
         await site.start()
         # the long-lived objects made at start (modules, rules, caches) need no more collection passes; without
         # this, every full pass walks them while a large Prometheus answer is being decoded
@@ -81,7 +84,8 @@ async def _explain(settings: Settings, target: str, as_json: bool) -> int:
     return 1 if isinstance(answer, dict) and answer.get("kind") == "Status" else 0
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None, limits: connections.Limits | None = None) -> int:
+    """``limits`` replaces the connection limits of ``adapter/serving/connections.py`` (tests, benchmarks)."""
     args = list(sys.argv[1:] if argv is None else argv)
     command = args.pop(0) if args and args[0] in ("serve", "explain") else "serve"
     if any(a in ("-h", "--help") for a in args):
@@ -109,7 +113,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if command == "explain":
             return asyncio.run(_explain(settings, target, as_json))
-        asyncio.run(_serve(settings))
+        asyncio.run(_serve(settings, limits or connections.Limits()))
     except ConfigError as e:
         log.error("%s", e)
         return 2

@@ -1,0 +1,194 @@
+"""How the server takes connections, and for how long it keeps them.
+
+aiohttp alone keeps a connection that never completes a request for an hour (its keep-alive default), has no limit on
+open connections, no deadline for a request's head nor bound on its size, and asyncio gives every TLS connection a
+256 KiB receive buffer for its whole life. ``BoundedSite`` listens in place of aiohttp's ``TCPSite`` and bounds each
+stage:
+
+- at most ``max_connections`` open: one more is closed as it is accepted, before any TLS work or buffer;
+- the TLS handshake within ``handshake_timeout``;
+- each request head within ``header_timeout`` of its first byte (the first one: of the handshake) and at most
+  ``max_head_bytes`` long (``heads.py``);
+- an idle connection closed after ``idle_timeout`` (aiohttp's keep-alive timer);
+- a 4 KiB TLS receive buffer, enough for a request head (one TLS record is at most 16 KiB, read in a few pieces);
+- freed memory handed back to the system once connections have closed (``heap.py``).
+
+The timeouts are the Kubernetes API server's (``ReadHeaderTimeout`` 32 s, which Go also applies to the handshake,
+``IdleTimeout`` 90 s). That server takes heads of up to 1 MiB; here 64 KiB, eight times aiohttp's longest header
+line, so that 1,000 connections with unfinished heads hold about 210 MiB rather than 2 GiB. The connection limit has
+no counterpart there; 1,000 is far above what the aggregator, the probes and Prometheus open, and that many idle
+connections take 30 to 40 MiB (docs/reliability.md).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import ssl
+from asyncio import sslproto
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from aiohttp import web
+
+from adapter.serving import heads
+from adapter.serving.heap import malloc_trim
+from common.log_limit import LogLimit, left_out
+
+log = logging.getLogger(__name__)
+
+MAX_CONNECTIONS = 1000
+HANDSHAKE_TIMEOUT = 32.0
+HEADER_TIMEOUT = 32.0
+IDLE_TIMEOUT = 90.0
+MAX_HEAD_BYTES = 64 * 1024
+# how long a closing TLS connection waits for the client's close_notify: it is a courtesy a server need not wait for
+SHUTDOWN_TIMEOUT = 5.0
+TLS_READ_SIZE = 4 * 1024
+# memory is handed back a second after this many connections have closed since the last time: once per burst
+TRIM_AFTER_CLOSES = 64
+TRIM_DELAY = 1.0
+
+
+@dataclass(frozen=True)
+class Limits:
+    max_connections: int = MAX_CONNECTIONS
+    handshake_timeout: float = HANDSHAKE_TIMEOUT
+    header_timeout: float = HEADER_TIMEOUT
+    idle_timeout: float = IDLE_TIMEOUT
+    max_head_bytes: int = MAX_HEAD_BYTES
+
+
+def runner(app: web.Application, limits: Limits, access_log: logging.Logger | None) -> web.AppRunner:
+    """aiohttp's runner for ``app``, whose keep-alive timer is the idle timeout."""
+    return web.AppRunner(app, access_log=access_log, keepalive_timeout=limits.idle_timeout)
+
+
+class _Refused(asyncio.Protocol):
+    def __init__(self, refused: Callable[[Any], None]) -> None:
+        self._refused = refused
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self._refused(transport.get_extra_info("peername"))
+        transport.close()
+
+
+class _TLS(sslproto.SSLProtocol):
+    """asyncio's TLS layer with a small receive buffer, telling the site when the connection is gone."""
+
+    max_size = TLS_READ_SIZE
+
+    def __init__(
+        self,
+        app_protocol: asyncio.BaseProtocol,
+        context: ssl.SSLContext,
+        handshake_timeout: float,
+        closed: Callable[[], None],
+    ) -> None:
+        super().__init__(
+            asyncio.get_running_loop(),
+            app_protocol,
+            context,
+            # the handshake's outcome needs no waiter: a failed one closes the connection, and that is all
+            None,  # type: ignore[arg-type]
+            server_side=True,
+            # typeshed says int; asyncio takes any positive number of seconds
+            ssl_handshake_timeout=handshake_timeout,  # type: ignore[arg-type]
+            ssl_shutdown_timeout=SHUTDOWN_TIMEOUT,
+        )
+        self._closed = closed
+
+    def connection_lost(self, exc: BaseException | None) -> None:
+        super().connection_lost(exc)
+        self._closed()
+
+
+class BoundedSite(web.BaseSite):
+    """aiohttp's ``TCPSite`` with the bounds of this module; ``trim`` hands freed memory back to the system."""
+
+    def __init__(
+        self,
+        app_runner: web.BaseRunner,
+        host: str,
+        port: int,
+        *,
+        ssl_context: ssl.SSLContext | None = None,
+        limits: Limits | None = None,
+        trim: Callable[[], None] | None = None,
+        log_limit: LogLimit | None = None,
+    ) -> None:
+        super().__init__(app_runner, ssl_context=ssl_context)
+        self.limits = limits or Limits()
+        self.open = 0
+        self._host = host
+        self._port = port
+        self._trim = trim or malloc_trim()
+        self._log_limit = log_limit or LogLimit(60.0)
+        self._closes = 0
+        self._trim_timer: asyncio.TimerHandle | None = None
+
+    @property
+    def name(self) -> str:
+        return f"{'https' if self._ssl_context else 'http'}://{self._host}:{self._port}"
+
+    async def start(self) -> None:
+        await super().start()
+        loop = asyncio.get_running_loop()
+        # no ssl= here: each accepted connection gets its TLS layer from _accept, after the limit is checked
+        self._server = await loop.create_server(self._accept, self._host, self._port, backlog=self._backlog)
+
+    def _accept(self) -> asyncio.BaseProtocol:
+        if self.open >= self.limits.max_connections:
+            return _Refused(self._refused)
+        server = self._runner.server
+        assert server is not None, "the runner is set up before a site starts"
+        self.open += 1
+        limits = self.limits
+        if self._ssl_context is None:
+            return heads.Heads(server(), limits.header_timeout, limits.max_head_bytes, self._closed_early, self._closed)
+        http = heads.Heads(server(), limits.header_timeout, limits.max_head_bytes, self._closed_early)
+        return _TLS(http, self._ssl_context, limits.handshake_timeout, self._closed)
+
+    def _closed(self) -> None:
+        self.open -= 1
+        self._closes += 1
+        if self._closes >= TRIM_AFTER_CLOSES and self._trim_timer is None:
+            self._trim_timer = asyncio.get_running_loop().call_later(TRIM_DELAY, self._release)
+
+    def _release(self) -> None:
+        self._trim_timer = None
+        self._closes = 0
+        self._trim()
+
+    def _refused(self, peer: Any) -> None:
+        held = self._log_limit.allow("refused")
+        if held is not None:
+            log.warning(
+                "refused a connection from %s: %d are open, the most allowed%s",
+                _address(peer),
+                self.open,
+                left_out(held, self._log_limit.interval),
+            )
+
+    def _closed_early(self, kind: str, peer: Any) -> None:
+        held = self._log_limit.allow(kind)
+        if held is None:
+            return
+        why = {
+            heads.SLOW: f"sent no complete request head within {self.limits.header_timeout:g}s",
+            heads.LONG: f"sent a request head over {self.limits.max_head_bytes} bytes (answered 431)",
+            heads.CHUNKED: "sent a chunked request body, which no path takes (answered 411)",
+        }[kind]
+        log.warning(
+            "closed a connection from %s that %s%s", _address(peer), why, left_out(held, self._log_limit.interval)
+        )
+
+    async def stop(self) -> None:
+        if self._trim_timer is not None:
+            self._trim_timer.cancel()
+        await super().stop()
+
+
+def _address(peer: Any) -> str:
+    return str(peer[0]) if isinstance(peer, tuple) and peer else "an unknown address"

@@ -1,0 +1,161 @@
+"""Request heads as they arrive, ahead of aiohttp's parser: each must end in time and stay under a size.
+
+aiohttp bounds a head's lines (8 KiB each, 128 of them) but neither its total size nor how long it may take: one
+client could hold a connection, and about 2 MiB of parsed header fields on it, for as long as it liked by sending a
+line now and then (docs/reliability.md). ``Heads`` sits between the transport and aiohttp's handler, sees the bytes
+first and follows the requests' framing: a head ends at its first empty line, and ``Content-Length`` bytes of body
+follow it. A head not complete within ``timeout`` of its first byte (the first request's: of the connection) closes
+the connection without an answer, as Go's ``ReadHeaderTimeout`` does; one longer than ``max_bytes`` is answered 431
+and closed; a chunked body, which no path of this API takes and whose end only parsing it would tell, 411.
+Between requests aiohttp's keep-alive timer closes a connection left idle.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any
+
+SLOW = "slow"
+LONG = "long"
+CHUNKED = "chunked"
+_ANSWERS = {
+    LONG: b"HTTP/1.1 431 Request Header Fields Too Large\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+    CHUNKED: b"HTTP/1.1 411 Length Required\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+}
+
+
+def head_end(buffer: bytes | bytearray, start: int = 0) -> int:
+    """Where the head in ``buffer`` ends (after its empty line), looking from ``start``; -1 while it has not.
+
+    Bare LFs count too: aiohttp refuses them, but a head it parses must never look unfinished here.
+    """
+    ends = []
+    crlf = buffer.find(b"\n\r\n", start)
+    if crlf >= 0:
+        ends.append(crlf + 3)
+    lf = buffer.find(b"\n\n", start)
+    if lf >= 0:
+        ends.append(lf + 2)
+    return min(ends, default=-1)
+
+
+def body_length(head: bytes) -> int | None:
+    """How many bytes of body follow ``head``; None for a chunked body (or any transfer coding)."""
+    length = 0
+    for line in head.split(b"\n")[1:]:
+        name, colon, value = line.partition(b":")
+        if not colon:
+            continue
+        name = name.strip().lower()
+        if name == b"transfer-encoding":
+            return None
+        if name == b"content-length":
+            # aiohttp answers 400 to anything but digits and closes the connection: then nothing follows
+            length = int(value) if value.strip().isdigit() else 0
+    return length
+
+
+class Heads(asyncio.Protocol):
+    """Between the transport and aiohttp's ``handler`` (see the module); ``report`` hears of each connection closed
+    here, with its kind (SLOW, LONG, CHUNKED) and the client's address."""
+
+    def __init__(
+        self,
+        handler: asyncio.Protocol,
+        timeout: float,
+        max_bytes: int,
+        report: Callable[[str, Any], None],
+        closed: Callable[[], None] | None = None,
+    ) -> None:
+        self._handler = handler
+        self._timeout = timeout
+        self._max_bytes = max_bytes
+        self._report = report
+        self._closed = closed
+        self._transport: asyncio.BaseTransport | None = None
+        self._timer: asyncio.TimerHandle | None = None
+        self._head = bytearray()
+        self._body = 0
+        self._refused = False
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self._transport = transport
+        self._start_timer()
+        self._handler.connection_made(transport)
+
+    def data_received(self, data: bytes) -> None:
+        if self._refused:
+            return
+        refusal = self._follow(data)
+        if refusal is None:
+            self._handler.data_received(data)
+        else:
+            self._refuse(refusal)
+
+    def _follow(self, data: bytes) -> str | None:
+        """Move along the requests in ``data``: None while they are within bounds, else the kind of refusal."""
+        pos = 0
+        while pos < len(data):
+            if self._body:
+                step = min(self._body, len(data) - pos)
+                self._body -= step
+                pos += step
+                continue
+            if self._timer is None:
+                self._start_timer()  # a new head's first byte
+            before = len(self._head)
+            self._head += data[pos:]
+            end = head_end(self._head, max(0, before - 2))
+            if end < 0:
+                return LONG if len(self._head) > self._max_bytes else None
+            if end > self._max_bytes:
+                return LONG
+            length = body_length(bytes(self._head[:end]))
+            pos += end - before
+            self._head = bytearray()
+            self._stop_timer()
+            if length is None:
+                return CHUNKED
+            self._body = length
+        return None
+
+    def _refuse(self, kind: str) -> None:
+        self._refused = True
+        self._stop_timer()
+        self._head = bytearray()
+        assert isinstance(self._transport, asyncio.WriteTransport), "data comes after connection_made"
+        self._report(kind, self._transport.get_extra_info("peername"))
+        self._transport.write(_ANSWERS[kind])
+        self._transport.close()
+
+    def _start_timer(self) -> None:
+        self._timer = asyncio.get_running_loop().call_later(self._timeout, self._expire)
+
+    def _stop_timer(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    def _expire(self) -> None:
+        self._timer = None
+        self._refused = True
+        if isinstance(self._transport, asyncio.WriteTransport):
+            self._report(SLOW, self._transport.get_extra_info("peername"))
+            # at once: closing would first flush, and a TLS connection would wait for the client's close_notify
+            self._transport.abort()
+
+    def eof_received(self) -> bool | None:
+        return self._handler.eof_received()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._stop_timer()
+        self._handler.connection_lost(exc)
+        if self._closed is not None:
+            self._closed()
+
+    def pause_writing(self) -> None:
+        self._handler.pause_writing()
+
+    def resume_writing(self) -> None:
+        self._handler.resume_writing()

@@ -1,0 +1,226 @@
+"""The server's connection bounds (adapter/serving/connections.py) over real sockets and TLS, with short limits."""
+
+from __future__ import annotations
+
+import asyncio
+import ssl
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from aiohttp import web
+
+from adapter.security.tls import self_signed
+from adapter.serving.connections import TRIM_AFTER_CLOSES, BoundedSite, Limits, runner
+from tests.adapter.conftest import wait_until
+
+REQUEST = b"GET / HTTP/1.1\r\nHost: adapter\r\n\r\n"
+
+
+async def hello(request: web.Request) -> web.Response:
+    return web.Response(text="ok")
+
+
+@dataclass
+class Served:
+    site: BoundedSite
+    port: int
+    client: ssl.SSLContext | None
+    trims: list[int] = field(default_factory=list)
+
+    async def connect(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        return await asyncio.open_connection("127.0.0.1", self.port, ssl=self.client)
+
+
+@asynccontextmanager
+async def serve(tmp_path: Path, limits: Limits, tls: bool = True) -> AsyncIterator[Served]:
+    client = None
+    server = None
+    if tls:
+        cert, key = self_signed(["127.0.0.1"])
+        (tmp_path / "tls.crt").write_bytes(cert)
+        (tmp_path / "tls.key").write_bytes(key)
+        server = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        server.load_cert_chain(tmp_path / "tls.crt", tmp_path / "tls.key")
+        client = ssl.create_default_context(cafile=str(tmp_path / "tls.crt"))
+    app = web.Application()
+    app.router.add_get("/", hello)
+    app_runner = runner(app, limits, None)
+    await app_runner.setup()
+    trims: list[int] = []
+    site = BoundedSite(
+        app_runner, "127.0.0.1", 0, ssl_context=server, limits=limits, trim=lambda: trims.append(site.open)
+    )
+    await site.start()
+    try:
+        yield Served(site, app_runner.addresses[0][1], client, trims)
+    finally:
+        await app_runner.cleanup()
+
+
+async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bytes:
+    writer.write(REQUEST)
+    head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
+    await reader.readexactly(2)  # "ok"
+    return head.split(b"\r\n", 1)[0]
+
+
+async def closed_by_server(reader: asyncio.StreamReader, within: float) -> bool:
+    """Whether the server closes the connection within ``within`` seconds (without answering anything)."""
+    try:
+        data = await asyncio.wait_for(reader.read(1), within)
+    except TimeoutError:
+        return False
+    except (OSError, ssl.SSLError):
+        return True
+    assert data == b"", data
+    return True
+
+
+async def slow_head(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, lines: int = 50) -> int:
+    """A request head sent a header line every 0.2 s: how many lines went before the server closed the connection
+    without answering (``lines`` if it never did)."""
+    writer.write(b"GET / HTTP/1.1\r\nHost: adapter\r\n")
+    sent = 0
+    while sent < lines and not await closed_by_server(reader, 0.2):
+        writer.write(f"X-Slow-{sent}: {sent}\r\n".encode())
+        sent += 1
+    writer.close()
+    return sent
+
+
+async def test_a_head_sent_a_line_at_a_time_is_cut_off_at_the_header_timeout(tmp_path: Path) -> None:
+    async with serve(tmp_path, Limits(header_timeout=0.5)) as served:
+        # the slow client would have taken 10 s; it was closed before it got there
+        assert await slow_head(*await served.connect()) < 50
+
+
+async def test_a_head_that_arrives_in_time_is_answered_and_the_connection_kept(tmp_path: Path) -> None:
+    async with serve(tmp_path, Limits(header_timeout=0.3, idle_timeout=30)) as served:
+        reader, writer = await served.connect()
+        assert await answer(reader, writer) == b"HTTP/1.1 200 OK"
+        # past the header timeout: it runs from a head's first byte, and an idle connection has no head pending
+        assert not await closed_by_server(reader, 1.0)
+        assert await answer(reader, writer) == b"HTTP/1.1 200 OK"
+        writer.close()
+
+
+async def test_a_head_split_across_reads_ends_the_header_deadline(tmp_path: Path) -> None:
+    async with serve(tmp_path, Limits(header_timeout=0.5, idle_timeout=30)) as served:
+        reader, writer = await served.connect()
+        for part in (REQUEST[:-3], REQUEST[-3:-1], REQUEST[-1:]):
+            writer.write(part)
+            await writer.drain()
+            await asyncio.sleep(0.1)
+        await reader.readuntil(b"ok")
+        assert not await closed_by_server(reader, 1.0)
+        writer.close()
+
+
+async def test_a_later_head_on_a_kept_connection_has_the_same_deadline(tmp_path: Path) -> None:
+    async with serve(tmp_path, Limits(header_timeout=0.5, idle_timeout=30)) as served:
+        reader, writer = await served.connect()
+        assert await answer(reader, writer) == b"HTTP/1.1 200 OK"
+        assert await slow_head(reader, writer) < 50
+
+
+async def test_a_body_is_not_taken_for_the_next_head(tmp_path: Path) -> None:
+    async with serve(tmp_path, Limits(header_timeout=0.5, max_head_bytes=100, idle_timeout=30)) as served:
+        reader, writer = await served.connect()
+        body = b"\r\n\r\n".join([b"x" * 150] * 3)  # longer than a head may be, with empty lines in it
+        writer.write(b"GET / HTTP/1.1\r\nHost: a\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
+        await reader.readuntil(b"ok")
+        assert await answer(reader, writer) == b"HTTP/1.1 200 OK"
+        assert not await closed_by_server(reader, 1.0)  # past the header timeout: no head is pending
+        writer.close()
+
+
+async def test_pipelined_requests_are_each_answered(tmp_path: Path) -> None:
+    async with serve(tmp_path, Limits(header_timeout=0.5, idle_timeout=30)) as served:
+        reader, writer = await served.connect()
+        writer.write(REQUEST * 3)
+        for _ in range(3):
+            await asyncio.wait_for(reader.readuntil(b"ok"), 10)
+        assert not await closed_by_server(reader, 1.0)
+        writer.close()
+
+
+async def test_a_head_over_the_size_limit_is_answered_431_and_closed(tmp_path: Path) -> None:
+    async with serve(tmp_path, Limits(max_head_bytes=1024)) as served:
+        reader, writer = await served.connect()
+        assert await answer(reader, writer) == b"HTTP/1.1 200 OK"
+        writer.write(b"GET / HTTP/1.1\r\n" + b"".join(b"X-Big-%d: %s\r\n" % (i, b"v" * 100) for i in range(10)))
+        assert (await asyncio.wait_for(reader.read(), 10)).startswith(b"HTTP/1.1 431 ")
+        writer.close()
+
+
+async def test_a_chunked_body_is_answered_411_and_closed(tmp_path: Path) -> None:
+    async with serve(tmp_path, Limits()) as served:
+        reader, writer = await served.connect()
+        writer.write(b"GET / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n" + REQUEST)
+        assert (await asyncio.wait_for(reader.read(), 10)).startswith(b"HTTP/1.1 411 ")
+        writer.close()
+
+
+async def test_an_idle_keep_alive_connection_is_closed_after_the_idle_timeout(tmp_path: Path) -> None:
+    async with serve(tmp_path, Limits(idle_timeout=1)) as served:
+        reader, writer = await served.connect()
+        assert await answer(reader, writer) == b"HTTP/1.1 200 OK"
+        assert await closed_by_server(reader, 15)
+        writer.close()
+
+
+async def test_a_connection_that_never_starts_its_handshake_is_closed(tmp_path: Path) -> None:
+    async with serve(tmp_path, Limits(handshake_timeout=0.5)) as served:
+        reader, writer = await asyncio.open_connection("127.0.0.1", served.port)
+        assert await closed_by_server(reader, 15)
+        writer.close()
+        await wait_until(lambda: served.site.open == 0, what="the connection to be counted as closed")
+
+
+async def test_connections_beyond_the_limit_are_refused_while_earlier_ones_are_served(tmp_path: Path) -> None:
+    async with serve(tmp_path, Limits(max_connections=3)) as served:
+        kept = [await served.connect() for _ in range(3)]
+        for reader, writer in kept:
+            assert await answer(reader, writer) == b"HTTP/1.1 200 OK"
+        assert served.site.open == 3
+        for _ in range(3):
+            try:
+                reader, writer = await served.connect()
+            except (OSError, ssl.SSLError):
+                continue  # refused before the handshake finished
+            assert await closed_by_server(reader, 10)
+            writer.close()
+        # the three open ones are still served
+        for reader, writer in kept:
+            assert await answer(reader, writer) == b"HTTP/1.1 200 OK"
+        kept[0][1].close()
+        await wait_until(lambda: served.site.open == 2, what="a slot to free up")
+        reader, writer = await served.connect()
+        assert await answer(reader, writer) == b"HTTP/1.1 200 OK"
+        writer.close()
+        for _, w in kept[1:]:
+            w.close()
+
+
+async def test_plain_http_has_the_same_bounds(tmp_path: Path) -> None:
+    async with serve(tmp_path, Limits(header_timeout=0.5, max_connections=1), tls=False) as served:
+        reader, writer = await served.connect()
+        writer.write(b"GET / HTTP/1.1\r\n")
+        other_reader, other_writer = await served.connect()
+        assert await closed_by_server(other_reader, 10)  # beyond the limit of one
+        assert await closed_by_server(reader, 15)  # no complete head
+        other_writer.close()
+        writer.close()
+
+
+async def test_freed_memory_is_handed_back_after_a_burst_of_closes(tmp_path: Path) -> None:
+    async with serve(tmp_path, Limits()) as served:
+        for _ in range(TRIM_AFTER_CLOSES):
+            reader, writer = await served.connect()
+            assert await answer(reader, writer) == b"HTTP/1.1 200 OK"
+            writer.close()
+            await writer.wait_closed()
+        await wait_until(lambda: served.trims != [], what="freed memory to be handed back")
+        assert served.trims == [0]  # once for the burst, when all of it had closed
