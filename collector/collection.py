@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from common.backoff import Backoff
 from common.watched_file import WatchedFiles
 
 from . import counters as counters_file
@@ -86,7 +87,7 @@ class Collection:
         self.stats = SelfStats()
         self._open = False
         self._all_lost_cycles = 0
-        self._retry_delay = 1.0
+        self._retry = Backoff(1.0, _MAX_RETRY_SECONDS, jitter=lambda: 0.0)  # one collector per node: no herd
         self._reload_requested = threading.Event()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -124,8 +125,7 @@ class Collection:
         self._maybe_reload()
         if not self._open and not self._start_nvml():
             self._publish([])
-            delay, self._retry_delay = self._retry_delay, min(self._retry_delay * 2, _MAX_RETRY_SECONDS)
-            return delay
+            return self._retry.next()
         wall, cpu = time.perf_counter(), time.thread_time()
         result = self._reader.read(self.counters.fields)
         if self._attribution is not None:
@@ -160,7 +160,7 @@ class Collection:
             self.stats.nvml_up = False
             return False
         self._open = True
-        self._retry_delay = 1.0
+        self._retry.reset()
         self.stats.nvml_up = True
         self.health = Health(True, f"NVML started; {len(self._reader.gpus)} GPU(s)")
         return True
