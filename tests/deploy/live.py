@@ -5,7 +5,9 @@
   shared GPU);
 - a stand-in for kube-state-metrics (aiohttp) serving the HPA series the dashboard shows;
 - a real Prometheus whose collector job is the shipped one (manifests/prometheus/scrape-configs.yaml), with Kubernetes
-  discovery replaced by static targets that carry the labels discovery would set, and the shipped rules loaded.
+  discovery replaced by static targets that carry the labels discovery would set, and the shipped rules loaded; or,
+  with ``renamed``, the job as dcgm-exporter's ServiceMonitor makes it: no honor_labels and the collector's own
+  namespace/pod/container as target labels, so Prometheus renames the series' own to exported_*.
 
 The asyncio servers run on an event loop in a thread of their own, so tests can block on Prometheus meanwhile.
 """
@@ -36,6 +38,7 @@ from tests.deploy.prometheus_files import RULES, offline_scrape_config
 T = TypeVar("T")
 NODE = "gpu-node-1"  # NODE_NAME of the collector, so its Hostname label, and the node its job's instance names
 NAMESPACE = "ml"
+COLLECTOR_POD = ("gpuscale", "gpuscale-collector-x1", "collector")  # namespace, pod, container of the collector
 KSM_TEXT = """\
 # TYPE kube_horizontalpodautoscaler_status_current_replicas gauge
 kube_horizontalpodautoscaler_status_current_replicas{namespace="ml",horizontalpodautoscaler="trainer"} 3
@@ -75,12 +78,16 @@ async def _serve_ksm() -> tuple[web.AppRunner, str]:
     return runner, f"{host}:{port}"
 
 
-def prometheus_config(collector: str, decoy: str, ksm: str) -> dict[str, Any]:
+def prometheus_config(collector: str, decoy: str, ksm: str, renamed: bool = False) -> dict[str, Any]:
     def pod(target: str, app: str) -> dict[str, Any]:
+        namespace, name, container = COLLECTOR_POD
         labels = {
             "__meta_kubernetes_pod_label_app_kubernetes_io_name": app,
             "__meta_kubernetes_pod_container_port_name": "metrics",
             "__meta_kubernetes_pod_node_name": NODE,
+            "__meta_kubernetes_namespace": namespace,
+            "__meta_kubernetes_pod_name": name,
+            "__meta_kubernetes_pod_container_name": container,
         }
         return {"targets": [target], "labels": labels}
 
@@ -91,6 +98,13 @@ def prometheus_config(collector: str, decoy: str, ksm: str) -> dict[str, Any]:
     [collector_job] = [j for j in shipped["scrape_configs"] if j["job_name"] == "gpuscale-collector"]
     # the shipped 5 s, shortened so the test needs seconds, not minutes
     collector_job.update(scrape_interval="1s", scrape_timeout="1s")
+    if renamed:
+        # what the Prometheus Operator generates for dcgm-exporter's ServiceMonitor (honorLabels false)
+        collector_job["honor_labels"] = False
+        collector_job["relabel_configs"] += [
+            {"source_labels": [f"__meta_kubernetes_{meta}"], "target_label": label}
+            for meta, label in (("namespace", "namespace"), ("pod_name", "pod"), ("pod_container_name", "container"))
+        ]
     return {
         "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
         "rule_files": [str(RULES)],
@@ -110,7 +124,7 @@ def _wait_ready(url: str, process: subprocess.Popen[bytes], log: Path) -> None:
 
 
 @contextlib.contextmanager
-def live_monitoring(workdir: Path) -> Iterator[Prometheus]:
+def live_monitoring(workdir: Path, renamed: bool = False) -> Iterator[Prometheus]:
     loop = LoopThread()
     kube = FakeKubeAPIServer()
     kubelet = PodResourcesServer(str(workdir / "kubelet.sock")).start()
@@ -138,7 +152,7 @@ def live_monitoring(workdir: Path) -> Iterator[Prometheus]:
             )  # fmt: skip
         _wait_ready(f"http://127.0.0.1:{port}/health", process, log)
         ksm, ksm_target = loop.run(_serve_ksm())
-        config = prometheus_config(f"127.0.0.1:{port}", ksm_target, ksm_target)
+        config = prometheus_config(f"127.0.0.1:{port}", ksm_target, ksm_target, renamed)
         with run_prometheus(workdir / "prometheus", extra_config=config) as prometheus:
             yield prometheus
     finally:

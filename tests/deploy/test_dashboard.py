@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 
-from tests.deploy.promql_names import dashboard, label_values_query, panels, queries
+from tests.deploy.promql_names import dashboard, panels, queries, variable_query
 
 # grafana.com dashboard 12239 (NVIDIA DCGM Exporter Dashboard): panel title → the series it shows
 NVIDIA_12239 = {
@@ -89,7 +89,7 @@ def test_every_variable_used_is_defined() -> None:
     assert used <= defined
     for variable in board["templating"]["list"]:
         if variable["type"] == "query":
-            label_values_query(variable["definition"])
+            variable_query(variable)
             assert variable["allValue"] == ".*", "'All' must match every value inside =~"
 
 

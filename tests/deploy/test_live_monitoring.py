@@ -1,10 +1,12 @@
 """The dashboard and the rules against a real Prometheus that scrapes the real collector (simulated GPUs, pods on
-them, one GPU shared) through the shipped scrape job: every panel query returns data with the labels its legend
-names, every rule evaluates, the recording rules produce series, no GPU or collector alert is pending on a healthy
+them, one GPU shared) through the shipped scrape job, and again through a job like dcgm-exporter's ServiceMonitor
+(the collector's pod labels renamed exported_*): every panel query returns data with the labels its legend names,
+every rule evaluates, the recording rules produce series, no GPU or collector alert is pending on a healthy
 collector, and every metric and label the rules and panels name exists."""
 
 from __future__ import annotations
 
+import re
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -17,16 +19,16 @@ from adapter.self_metrics import AdapterMetrics
 from collector.self_metrics import SelfStats, self_families
 from demo.prometheus import Prometheus
 from demo.run import INFER, TRAINERS
-from tests.deploy.live import NODE, live_monitoring
+from tests.deploy.live import COLLECTOR_POD, NAMESPACE, NODE, live_monitoring
 from tests.deploy.prometheus_files import rules
 from tests.deploy.promql_names import (
     Query,
     dashboard,
-    label_values_query,
     legend_labels,
     metric_uses,
     queries,
     substitute,
+    variable_query,
 )
 
 pytestmark = [pytest.mark.prometheus, pytest.mark.slow]
@@ -37,15 +39,24 @@ NEEDS_A_FAULT = {"gpu:dcgm_xid_errors:last"}
 # Labels Prometheus adds to every scraped series.
 TARGET_LABELS = {"job", "instance"}
 SUFFIXES = {"counter": ["_total"], "histogram": ["_count", "_sum", "_bucket"], "gauge": [""]}
+# What a scrape without honor_labels names the collector's pod labels; with honor_labels no series has them.
+RENAMED = {"exported_pod", "exported_namespace"}
+
+
+@pytest.fixture(scope="module", params=["honor_labels", "renamed"])
+def style(request: pytest.FixtureRequest) -> str:
+    name: str = request.param
+    return name
 
 
 @pytest.fixture(scope="module")
-def prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Prometheus]:
-    with live_monitoring(tmp_path_factory.mktemp("live")) as prom:
+def prometheus(tmp_path_factory: pytest.TempPathFactory, style: str) -> Iterator[Prometheus]:
+    with live_monitoring(tmp_path_factory.mktemp("live"), renamed=style == "renamed") as prom:
         # pod-labelled series of every pod, including the two sharing a GPU (their shares need the pod directory)
         prom.wait_for('count(DCGM_FI_DEV_GPU_UTIL{pod!=""})', timeout=90)
+        pod_label = "exported_pod" if style == "renamed" else "pod"
         for pod in (*TRAINERS, *INFER):
-            prom.wait_for(f'DCGM_FI_DEV_GPU_UTIL{{pod="{pod}"}}', timeout=60)
+            prom.wait_for(f'DCGM_FI_DEV_GPU_UTIL{{{pod_label}="{pod}"}}', timeout=60)
         prom.wait_for("kube_horizontalpodautoscaler_status_current_replicas")
         yield prom
 
@@ -60,7 +71,9 @@ def wait_for_data(prometheus: Prometheus, expr: str, timeout: float = 30) -> lis
         time.sleep(0.5)
 
 
-def test_the_shipped_collector_job_scrapes_collectors_only_and_names_the_node(prometheus: Prometheus) -> None:
+def test_the_shipped_collector_job_scrapes_collectors_only_and_names_the_node(
+    prometheus: Prometheus, style: str
+) -> None:
     targets = prometheus.api("/api/v1/targets", state="active")["activeTargets"]
     collectors = [t for t in targets if t["labels"]["job"] == "gpuscale-collector"]
     assert [t["labels"]["instance"] for t in collectors] == [NODE], "the keep rule let another pod through"
@@ -70,10 +83,14 @@ def test_the_shipped_collector_job_scrapes_collectors_only_and_names_the_node(pr
         t["discoveredLabels"].get("__meta_kubernetes_pod_label_app_kubernetes_io_name") == "something-else"
         for t in dropped
     )
-    # honor_labels: a pod's GPU keeps the pod's name, not the collector's
     series = prometheus.query('DCGM_FI_DEV_GPU_UTIL{pod="trainer-0"}')
-    assert {s["metric"]["namespace"] for s in series} == {"ml"}
-    assert all("exported_pod" not in s["metric"] for s in prometheus.query("DCGM_FI_DEV_GPU_UTIL"))
+    renamed = prometheus.query('DCGM_FI_DEV_GPU_UTIL{exported_pod="trainer-0"}')
+    if style == "honor_labels":  # a pod's GPU keeps the pod's name, not the collector's
+        assert {s["metric"]["namespace"] for s in series} == {"ml"}
+        assert all("exported_pod" not in s["metric"] for s in prometheus.query("DCGM_FI_DEV_GPU_UTIL"))
+    else:  # every series names the collector's pod; the GPU's pod moved to exported_*
+        assert series == []
+        assert {(s["metric"]["exported_namespace"], s["metric"]["pod"]) for s in renamed} == {("ml", COLLECTOR_POD[1])}
 
 
 @pytest.mark.parametrize("query", QUERIES, ids=[q.id for q in QUERIES])
@@ -86,18 +103,36 @@ def test_every_dashboard_query_returns_data(prometheus: Prometheus, query: Query
         assert not missing, f"{query.id}: the legend names {missing}, which {expr} does not return"
 
 
-def test_per_pod_panels_show_every_pod_once(prometheus: Prometheus) -> None:
+def test_per_pod_panels_and_rules_show_every_pod_once(prometheus: Prometheus) -> None:
+    expected = Counter((NAMESPACE, pod) for pod in (*TRAINERS, *INFER))
     [query] = [q for q in QUERIES if q.panel == "GPU Utilization by Pod"]
-    pods = Counter(s["metric"]["pod"] for s in prometheus.query(substitute(query.expr)))
-    assert pods == Counter((*TRAINERS, *INFER))
+    panel = Counter((s["metric"]["namespace"], s["metric"]["pod"]) for s in prometheus.query(substitute(query.expr)))
+    assert panel == expected
+    recorded = wait_for_data(prometheus, "namespace_pod:dcgm_gpu_utilization:avg")
+    assert Counter((s["metric"]["namespace"], s["metric"]["pod"]) for s in recorded) == expected
 
 
-@pytest.mark.parametrize("name", ["Hostname", "gpu", "namespace"])
-def test_dashboard_variables_have_values(prometheus: Prometheus, name: str) -> None:
+def variable_values(prometheus: Prometheus, name: str) -> set[str]:
+    """The values Grafana would offer for the dashboard variable ``name``."""
     [variable] = [v for v in dashboard()["templating"]["list"] if v["name"] == name]
-    selector, label = label_values_query(variable["definition"])
-    values = prometheus.api(f"/api/v1/label/{label}/values", **{"match[]": substitute(selector)})
-    assert values, f"${name} would offer nothing"
+    query = variable_query(variable)
+    if query.label:
+        return set(prometheus.api(f"/api/v1/label/{query.label}/values", **{"match[]": substitute(query.selector)}))
+    # query_result: Grafana writes each series as `name{label="value", ...} value timestamp` for the regex to cut
+    lines = [
+        "{" + ", ".join(f'{k}="{v}"' for k, v in s["metric"].items()) + "} " + " ".join(map(str, s["value"][::-1]))
+        for s in prometheus.query(substitute(query.expr))
+    ]
+    return {m.group(1) for line in lines if (m := re.search(query.regex, line))}
+
+
+@pytest.mark.parametrize("name", ["Hostname", "gpu"])
+def test_dashboard_variables_have_values(prometheus: Prometheus, name: str) -> None:
+    assert variable_values(prometheus, name), f"${name} would offer nothing"
+
+
+def test_the_namespace_variable_offers_the_pods_namespaces_not_the_collectors(prometheus: Prometheus) -> None:
+    assert variable_values(prometheus, "namespace") == {NAMESPACE}
 
 
 def test_every_rule_evaluates_and_recording_rules_have_data(prometheus: Prometheus) -> None:
@@ -141,8 +176,11 @@ def known_series(prometheus: Prometheus) -> dict[str, set[str]]:
     return known
 
 
-def test_every_metric_and_label_used_exists(prometheus: Prometheus) -> None:
+def test_every_metric_and_label_used_exists(prometheus: Prometheus, style: str) -> None:
     known = known_series(prometheus)
+    if style == "honor_labels":  # the renamed labels exist only under the other scrape style, checked there
+        for labels in known.values():
+            labels |= RENAMED
     used = [(f"rule {r.get('alert') or r.get('record')}", r["expr"]) for r in rules()]
     used += [(f"panel {q.id}", q.expr) for q in QUERIES]
     used += [(f"variable {v['name']}", v["definition"]) for v in dashboard()["templating"]["list"] if "definition" in v]
