@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from importlib import resources as package_files
@@ -19,7 +18,8 @@ import yaml
 
 from adapter.errors import ConfigError, TemplateError
 from adapter.naming import resources
-from adapter.naming.names import LabelResourceMapper, default_as, go_expand
+from adapter.naming.go_regexp import GoRegexp
+from adapter.naming.names import LabelResourceMapper, default_as
 from adapter.naming.resources import NAMESPACES, ResourceInfo
 from adapter.naming.templates import Struct, Template, compile_template
 from adapter.query.promql import SeriesSelector, parse_series_selector
@@ -51,8 +51,8 @@ class Rule:
     where: str
     external: bool
     series_query: SeriesSelector
-    filters: tuple[tuple[re.Pattern[str], bool], ...]
-    name_matches: re.Pattern[str]
+    filters: tuple[tuple[GoRegexp, bool], ...]
+    name_matches: GoRegexp
     name_as: str
     mapper: LabelResourceMapper
     namespaced: bool
@@ -60,11 +60,10 @@ class Rule:
     replacements: tuple[tuple[str, str], ...]
 
     def accepts(self, series: str) -> bool:
-        return all(bool(p.search(series)) == positive for p, positive in self.filters)
+        return all(p.search(series) == positive for p, positive in self.filters)
 
     def api_name(self, series: str) -> str | None:
-        m = self.name_matches.search(series)
-        return go_expand(self.name_as, m) if m else None
+        return self.name_matches.expand(self.name_as, series)
 
     def resource_for_label(self, label: str) -> ResourceInfo | None:
         return self.mapper.resource_for_label(label)
@@ -136,11 +135,12 @@ def _keys(value: Any, allowed: set[str], where: str) -> Mapping[str, Any]:
     return mapping  # type: ignore[no-any-return]
 
 
-def _regex(text: Any, where: str) -> re.Pattern[str]:
+def _regex(text: Any, where: str) -> GoRegexp:
+    """A pattern in Go's syntax (RE2), as prometheus-adapter compiles it: ``[[:alpha:]]``, ``\\pL``, ``(?U)``."""
     try:
-        return re.compile(_check(text, str, where))
-    except re.error as e:
-        raise ConfigError(f"{where}: invalid regular expression {text!r}: {e}") from e
+        return GoRegexp(_check(text, str, where))
+    except ValueError as e:
+        raise ConfigError(f"{where}: invalid regular expression {text!r} (RE2 syntax, as Go's regexp): {e}") from e
 
 
 def _parse_rule(raw: Any, where: str, external: bool) -> Rule:
@@ -170,8 +170,8 @@ def _parse_rule(raw: Any, where: str, external: bool) -> Rule:
     )
 
 
-def _series_filters(spec: Mapping[str, Any], where: str) -> list[tuple[re.Pattern[str], bool]]:
-    filters: list[tuple[re.Pattern[str], bool]] = []
+def _series_filters(spec: Mapping[str, Any], where: str) -> list[tuple[GoRegexp, bool]]:
+    filters: list[tuple[GoRegexp, bool]] = []
     for i, f in enumerate(_check(spec.get("seriesFilters") or [], list, f"{where}.seriesFilters")):
         fw = f"{where}.seriesFilters[{i}]"
         f = _keys(f, {"is", "isNot"}, fw)
@@ -181,7 +181,7 @@ def _series_filters(spec: Mapping[str, Any], where: str) -> list[tuple[re.Patter
     return filters
 
 
-def _name(spec: Mapping[str, Any], where: str) -> tuple[re.Pattern[str], str, bool]:
+def _name(spec: Mapping[str, Any], where: str) -> tuple[GoRegexp, str, bool]:
     """``name.matches`` (every name when absent), ``name.as`` (its default derived from matches), and whether
     matches was given."""
     name = _keys(spec.get("name"), {"matches", "as"}, f"{where}.name")

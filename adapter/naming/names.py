@@ -1,4 +1,4 @@
-"""How a rule names things: Go's regexp ``Expand`` for ``name.as``; label names ↔ resources."""
+"""How a rule names things: the default ``name.as``; label names ↔ resources."""
 
 from __future__ import annotations
 
@@ -6,29 +6,12 @@ import re
 
 from adapter.errors import TemplateError
 from adapter.naming import resources
+from adapter.naming.go_regexp import GoRegexp
 from adapter.naming.resources import GroupResource, ResourceInfo
 from adapter.naming.templates import Struct, Template
 
-_EXPAND = re.compile(r"\$(?:\$|\{([A-Za-z0-9_]+)\}|([A-Za-z0-9_]+))")
 
-
-def go_expand(template: str, match: re.Match[str]) -> str:
-    """Go's ``Regexp.ExpandString``: ``$1``, ``${1}``, ``$name``, ``${name}``, ``$$``; missing groups: ""."""
-
-    def one(m: re.Match[str]) -> str:
-        if m.group(0) == "$$":
-            return "$"
-        name = m.group(1) or m.group(2)
-        try:
-            group = match.group(int(name)) if name.isdigit() else match.group(name)
-        except IndexError:  # re's error for unknown group names and numbers alike
-            return ""
-        return group or ""
-
-    return _EXPAND.sub(one, template)
-
-
-def default_as(pattern: re.Pattern[str], where: str) -> str:
+def default_as(pattern: GoRegexp, where: str) -> str:
     """What prometheus-adapter uses when ``name.as`` is empty: the whole match, or the only capture group."""
     if pattern.groups == 0:
         return "$0"

@@ -11,6 +11,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from adapter.errors import BadRequest
+from adapter.naming.go_regexp import GoRegexp
 from adapter.query.selectors import Op, Selector
 
 _LABEL_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
@@ -179,8 +180,8 @@ def _matches_empty(op: str, value: str) -> bool:
     if op == "!=":
         return value != ""
     try:
-        empty = re.fullmatch(value, "") is not None
-    except re.error:
+        empty = GoRegexp(value).fullmatch("")  # Prometheus's regexes are Go's (RE2), anchored at both ends
+    except ValueError:
         return False
     return empty if op == "=~" else not empty
 

@@ -1,4 +1,3 @@
-import re
 from pathlib import Path
 
 import pytest
@@ -6,7 +5,6 @@ import pytest
 from adapter.config.rules import DEFAULT_METRICS_QUERY, load_rules, parse_rules
 from adapter.errors import ConfigError
 from adapter.naming import resources
-from adapter.naming.names import go_expand
 from adapter.naming.templates import Struct
 
 # A configuration in prometheus-adapter's format using every key it knows, as users write them.
@@ -151,24 +149,6 @@ def test_unknown_override_resource_loads_with_a_warning(caplog: pytest.LogCaptur
     ).rules[0]
     assert rule.resource_for_label("r") is None
     assert "rollout is not a resource this adapter knows" in caplog.text
-
-
-@pytest.mark.parametrize(
-    ("pattern", "template", "name", "expected"),
-    [
-        ("^(.*)_total$", "$1", "http_total", "http"),
-        ("^(.*)_total$", "${1}_per_second", "http_total", "http_per_second"),
-        ("^(.*)_total$", "$1_per_second", "http_total", ""),  # Go reads $1_per_second as the group "1_per_second"
-        ("^(?P<base>.*)_total$", "$base", "http_total", "http"),
-        ("^(?P<base>.*)_total$", "${base}x", "http_total", "httpx"),
-        (".*", "$0", "anything", "anything"),
-        ("^(a)$", "$$1 $2 ${nope}", "a", "$1  "),
-    ],
-)
-def test_go_expand(pattern: str, template: str, name: str, expected: str) -> None:
-    m = re.search(pattern, name)
-    assert m
-    assert go_expand(template, m) == expected
 
 
 def test_default_rules_declare_the_gpu_metrics() -> None:
