@@ -43,3 +43,6 @@ protos:
 	/tmp/gpuscale-protoc/bin/python -m grpc_tools.protoc -I collector/podresources --python_out=collector/podresources \
 		--pyi_out=collector/podresources --grpc_python_out=collector/podresources collector/podresources/api.proto
 	sed -i 's/^import api_pb2 as api__pb2/from . import api_pb2 as api__pb2/' collector/podresources/api_pb2_grpc.py
+	$(BIN)/ruff format -q collector/podresources/api_pb2.pyi  # wrapped first, so that the fixes below fit
+	$(BIN)/ruff check -q --fix collector/podresources/api_pb2.pyi
+	$(BIN)/ruff format -q collector/podresources/api_pb2.pyi

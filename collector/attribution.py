@@ -24,7 +24,7 @@ from .pod_directory import PodDirectory
 from .pod_resources import Assignment, Owner, PodResourcesWatcher
 from .process_sampler import ProcessSampler
 from .self_metrics import PREFIX
-from .series import Series, gpu_labels
+from .series import Series, gpu_labels, instance_labels
 
 GPU_UTIL = "DCGM_FI_DEV_GPU_UTIL"
 FB_USED = "DCGM_FI_DEV_FB_USED"
@@ -34,7 +34,7 @@ Slot = tuple[int, int | None]  # (GPU index, MIG GPU instance ID or None for the
 
 
 def owner_labels(owner: Owner) -> Labels:
-    return (("pod", owner.pod), ("namespace", owner.namespace), ("container", owner.container))
+    return (("pod", owner.pod), ("namespace", owner.namespace), ("container", owner.container), *owner.details)
 
 
 def _one_pod(owners: Iterable[Owner]) -> Owner | None:
@@ -89,8 +89,11 @@ class Attribution:
         cgroups: CgroupReader,
         sampler: ProcessSampler | None,
         replace_blanks: bool = False,
+        pod_uid: bool = False,
     ) -> None:
+        """``pod_uid``: a ``pod_uid`` label on pod-owned series; pod labels come with the directory's answers."""
         self._reader = reader
+        self._pod_uid = pod_uid
         self.watcher = watcher  # the kubelet's pod-resources map, refreshed on its own thread
         self._directory = directory
         self._cgroups = cgroups
@@ -114,15 +117,23 @@ class Attribution:
             index = reading.gpu.index
             base = gpu_labels(reading.gpu, self._replace_blanks)
             owner = _one_pod(owners.get((index, None), ()))
-            series.append(Series(base, reading.values, owner_labels(owner) if owner else ()))
+            series.append(Series(base, reading.values, self._owner_labels(owner), reading.labelled))
             if index in shared:
                 series.extend(self._shares(reading, base, owners[(index, None)]))
             for inst in reading.instances:
-                gi = inst.instance.gpu_instance_id
-                labels = (*base, ("GPU_I_PROFILE", inst.instance.profile), ("GPU_I_ID", str(gi)))
-                inst_owner = _one_pod(owners.get((index, gi), ()))
-                series.append(Series(labels, inst.values, owner_labels(inst_owner) if inst_owner else ()))
+                inst_owner = _one_pod(owners.get((index, inst.instance.gpu_instance_id), ()))
+                series.append(Series(instance_labels(base, inst.instance), inst.values, self._owner_labels(inst_owner)))
         return series
+
+    def _owner_labels(self, owner: Owner | None) -> Labels:
+        """The pod's labels, then its UID and Kubernetes labels where asked for and known (from the pod watch)."""
+        if owner is None:
+            return ()
+        labels = owner_labels(owner)
+        meta = self._directory.pod(owner.namespace, owner.pod) if self._directory is not None else None
+        if meta is None:
+            return labels
+        return (*labels, *((("pod_uid", meta.uid),) if self._pod_uid else ()), *meta.labels)
 
     def _shares(self, reading: DeviceReading, base: Labels, holders: set[Owner]) -> list[Series]:
         if self._sampler is None or self._directory is None or not self._directory.synced:
@@ -152,7 +163,7 @@ class Attribution:
             if device is not None:  # no device value this cycle: no share of it either
                 share = sum(sums.get(p, 0.0) for p in pids) / total if total > 0 else 0.0
                 values[GPU_UTIL] = round(device * share, 2)
-            out.append(Series(base, values, owner_labels(owner)))
+            out.append(Series(base, values, self._owner_labels(owner)))
         return out
 
     def families(self) -> list[Family]:

@@ -18,11 +18,14 @@ from .attribution import Attribution
 from .cgroups import CgroupReader
 from .collection import Collection
 from .errors import ConfigError
+from .hpc_jobs import HpcJobs
 from .nvml_api import Nvml
 from .nvml_reader import NvmlReader
 from .pod_directory import KubePodDirectory, PodDirectory
+from .pod_labels import PodLabelFilter
 from .pod_resources import PodResourcesClient, PodResourcesWatcher
 from .process_sampler import ProcessSampler
+from .resource_slices import KubeResourceSlices
 from .server import create_app
 from .settings import FLAGS, Settings, parse_settings
 from .simulated import SimulatedNvml
@@ -88,6 +91,7 @@ class Node:
     watcher: PodResourcesWatcher | None = None
     sampler: ProcessSampler | None = None
     directory: KubePodDirectory | None = None
+    slices: KubeResourceSlices | None = None  # with --kubernetes-enable-dra
 
     def start(self) -> None:
         for part in (self.watcher, self.sampler, self.collection):
@@ -106,24 +110,28 @@ def build_node(settings: Settings, nvml: Nvml, simulated: bool, directory: PodDi
     slow_every = max(1, round(settings.slow_interval / settings.interval))
     reader = NvmlReader(nvml, slow_every=slow_every, interval=settings.interval)
 
+    hpc_jobs = HpcJobs(settings.hpc_job_mapping_dir) if settings.hpc_job_mapping_dir else None
+
     def collection(attribution: Attribution | None = None) -> Collection:
         return Collection(reader, settings.collectors, interval=settings.interval, common_labels=common,
                           replace_blanks=settings.replace_blanks, help_prefix=SIMULATED_HELP if simulated else "",
-                          attribution=attribution)  # fmt: skip
+                          attribution=attribution, hpc_jobs=hpc_jobs)  # fmt: skip
 
     if not settings.kubernetes:
         return Node(collection())
+    slices = KubeResourceSlices(settings.node_name, settings.kubeconfig) if settings.dra else None
     client = PodResourcesClient(
-        settings.pod_resources_socket, settings.resource_names, timeout=settings.pod_resources_timeout
+        settings.pod_resources_socket, settings.resource_names, timeout=settings.pod_resources_timeout, dra=slices
     )
     watcher = PodResourcesWatcher(client, refresh=settings.pod_resources_refresh)
     sampler = ProcessSampler(reader, window=settings.shared_window)
-    own_directory = KubePodDirectory(settings.node_name, settings.kubeconfig) if directory is None else None
+    labels = PodLabelFilter(settings.pod_label_allowlist) if settings.pod_labels else None
+    own_directory = KubePodDirectory(settings.node_name, settings.kubeconfig, labels) if directory is None else None
     attribution = Attribution(
         reader, watcher, directory or own_directory, CgroupReader(settings.proc_root), sampler,
-        replace_blanks=settings.replace_blanks,
+        replace_blanks=settings.replace_blanks, pod_uid=settings.pod_uid,
     )  # fmt: skip
-    return Node(collection(attribution), watcher, sampler, own_directory)
+    return Node(collection(attribution), watcher, sampler, own_directory, slices)
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -131,6 +139,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     configure_logging(settings)
     for flag in settings.ignored:
         log.info("%s is accepted and has no effect: %s", flag, FLAGS.flags[flag[2:]].ignored)
+    for flag in _needing_kubernetes(settings):
+        log.warning("%s has no effect without --kubernetes (-k): it labels the pods found through the kubelet", flag)
     try:
         nvml, simulated = choose_nvml(settings)
         node = build_node(settings, nvml, simulated)
@@ -140,8 +150,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     signal.signal(signal.SIGHUP, lambda *_: node.collection.request_reload())
     node.start()
     app = create_app(node.collection)
-    if node.directory is not None:
-        app.cleanup_ctx.append(_background(node.directory.run))
+    for watch in (node.directory, node.slices):
+        if watch is not None:
+            app.cleanup_ctx.append(_background(watch.run))
     try:
         web.run_app(
             app,
@@ -152,6 +163,19 @@ def main(argv: Sequence[str] | None = None) -> None:
         )
     finally:
         node.stop()
+
+
+def _needing_kubernetes(settings: Settings) -> list[str]:
+    """The pod options given without -k, which they act through (as in dcgm-exporter)."""
+    if settings.kubernetes:
+        return []
+    given = {
+        "--kubernetes-enable-pod-labels": settings.pod_labels,
+        "--kubernetes-pod-label-allowlist-regex": bool(settings.pod_label_allowlist),
+        "--kubernetes-enable-pod-uid": settings.pod_uid,
+        "--kubernetes-enable-dra": settings.dra,
+    }
+    return [flag for flag, on in given.items() if on]
 
 
 def _background(run: Callable[[], Coroutine[Any, Any, None]]) -> Callable[[web.Application], AsyncIterator[None]]:

@@ -21,6 +21,7 @@ from .attribution import Attribution
 from .counters import Counters
 from .errors import ConfigError, NvmlUnavailable
 from .exposition import Family, Labels, render_openmetrics, render_text
+from .hpc_jobs import HpcJobs
 from .nvml_reader import CycleResult, NvmlReader
 from .self_metrics import SelfStats, self_families
 from .series import device_series, gpu_families
@@ -69,11 +70,14 @@ class Collection:
         replace_blanks: bool = False,
         help_prefix: str = "",
         attribution: Attribution | None = None,
+        hpc_jobs: HpcJobs | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         """``reader`` is opened by the first cycle (again after NVML restarts) and closed by ``stop``.
         ``attribution`` attaches pods to the readings and adds its own self-metrics; without it, series name GPUs only.
+        ``hpc_jobs`` labels the series of GPUs that batch jobs hold (``--hpc-job-mapping-dir``).
         """
+        self._hpc_jobs = hpc_jobs
         self._reader = reader
         self._counters_path = counters_path
         self.counters: Counters = counters_file.load(counters_path)
@@ -132,6 +136,8 @@ class Collection:
             series = self._attribution(result)
         else:
             series = device_series(result.readings, self._replace_blanks)
+        if self._hpc_jobs is not None:
+            series = self._hpc_jobs.label(series)
         families = gpu_families(
             series,
             self.counters,

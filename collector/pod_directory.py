@@ -1,24 +1,25 @@
-"""Pod UID → namespace and name for the pods on this node, from a LIST and WATCH of the Kubernetes API.
+"""The pods on this node, from a LIST and WATCH of the Kubernetes API: who a UID is, and what a pod is labelled.
 
-Only shared GPUs need it: a process's cgroup names its pod by UID, and the kubelet's pod-resources API names pods by
-namespace and name. The watch runs as a task on the server's event loop; ``lookup`` is a dict read, safe from the
-collection thread.
+Shared GPUs need the first: a process's cgroup names its pod by UID, and the kubelet's pod-resources API names pods
+by namespace and name. ``--kubernetes-enable-pod-uid`` and ``--kubernetes-enable-pod-labels`` need the second: a
+pod-owned series gets the pod's UID and its (allowed, sanitised) labels from here, so a scrape makes no API call.
+Labels are filtered and renamed once per pod update (``pod_labels.py``), and kept only when asked for.
 """
 
 from __future__ import annotations
 
-import json
-import logging
-import os
 from collections import Counter
-from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from typing import Any, Protocol
 
-from common.list_watch import Restart, list_watch
+from .kube_watch import KubeWatch, Object
+from .pod_labels import Labels, PodLabelFilter
 
-log = logging.getLogger(__name__)
 
-_WATCH_SECONDS = 300
+@dataclass(frozen=True)
+class PodMeta:
+    uid: str
+    labels: Labels = ()  # already allowed and sanitised; empty unless pod labels were asked for
 
 
 class PodDirectory(Protocol):
@@ -29,102 +30,74 @@ class PodDirectory(Protocol):
         """(namespace, name) of the pod with this UID, or None when no such pod runs on this node."""
         ...
 
+    def pod(self, namespace: str, name: str) -> PodMeta | None:
+        """The UID and labels of the pod of this name, or None when it is not (yet) known."""
+        ...
+
 
 class KubePodDirectory:
-    def __init__(self, node_name: str, kubeconfig: str | None = None) -> None:
-        self._node = node_name
-        self._kubeconfig = kubeconfig
-        self._pods: dict[str, tuple[str, str]] = {}
-        self.synced = False
-        self.errors: Counter[str] = Counter()
-
-    def lookup(self, uid: str) -> tuple[str, str] | None:
-        return self._pods.get(uid)
-
-    async def _load_config(self) -> None:
-        from kubernetes_asyncio import config
-
-        if self._kubeconfig is None and "KUBERNETES_SERVICE_HOST" in os.environ:
-            config.load_incluster_config()  # type: ignore[no-untyped-call]
-        else:
-            await config.load_kube_config(config_file=self._kubeconfig or os.environ.get("KUBECONFIG"))
-
-    async def run(self) -> None:
-        """List, then watch, forever (``common/list_watch.py``; cancel to stop).
-
-        Pods are read as plain JSON, not as typed models: only uid, namespace and name are needed, and the typed
-        models cost CPU on every event and reject objects they consider incomplete.
-        """
-        from kubernetes_asyncio import client, watch
-        from kubernetes_asyncio.client.exceptions import ApiException
-
-        selector = f"spec.nodeName={self._node}"
-        api_client: Any = None
-
-        async def list_pods() -> str:
-            nonlocal api_client
-            if api_client is None:
-                await self._load_config()
-                api_client = client.ApiClient()
-            api = client.CoreV1Api(api_client)
-            response = await api.list_pod_for_all_namespaces(field_selector=selector, _preload_content=False)
-            listed = json.loads(await response.read())  # type: ignore[attr-defined]
-            self._pods = dict(filter(None, (_entry(p) for p in listed.get("items") or [])))
-            if not self.synced:
-                log.info("pod directory synced: %d pod(s) on node %s", len(self._pods), self._node)
-            self.synced = True
-            return str(listed["metadata"]["resourceVersion"])
-
-        async def watch_pods(version: str) -> AsyncIterator[str]:
-            async with watch.Watch(return_type="object") as w:
-                stream = w.stream(
-                    client.CoreV1Api(api_client).list_pod_for_all_namespaces,
-                    field_selector=selector,
-                    resource_version=version,
-                    timeout_seconds=_WATCH_SECONDS,
-                )
-                async for event in stream:
-                    pod = event["raw_object"]
-                    self._apply(event["type"], pod)
-                    yield str((pod.get("metadata") or {}).get("resourceVersion") or "")
-
-        def restarted(why: Restart, error: BaseException | None) -> None:
-            if why == "expired":  # our resourceVersion was compacted away: listed again at once
-                self.errors["Expired"] += 1
-            elif isinstance(error, ApiException):
-                self._failed(f"HTTP{error.status}", f"{error.status} {error.reason}")
-            elif error is not None:  # config, network, TLS, a malformed answer: tried again later, never fatal
-                self._failed(type(error).__name__, str(error) or repr(error))
-
-        try:
-            await list_watch(
-                list_pods, watch_pods, lambda e: isinstance(e, ApiException) and e.status == 410, restarted
-            )
-        finally:
-            if api_client is not None:
-                await api_client.close()
-
-    def _apply(self, kind: str, pod: dict[str, Any]) -> None:
-        entry = _entry(pod)
-        if entry is None:
-            return
-        if kind == "DELETED":
-            self._pods.pop(entry[0], None)
-        elif kind in ("ADDED", "MODIFIED"):
-            self._pods[entry[0]] = entry[1]
-
-    def _failed(self, kind: str, detail: str) -> None:
-        self.errors[kind] += 1
-        log.warning(
-            "pod directory: Kubernetes API failed (%s: %s); shared-GPU pods cannot be named until it answers",
-            kind,
-            detail,
+    def __init__(self, node_name: str, kubeconfig: str | None = None, labels: PodLabelFilter | None = None) -> None:
+        """``labels``: how to turn pod labels into series labels; None keeps none."""
+        self._labels = labels
+        self._names: dict[str, tuple[str, str]] = {}  # uid → (namespace, name)
+        self._meta: dict[tuple[str, str], PodMeta] = {}  # (namespace, name) → uid, labels
+        self._watch = KubeWatch(
+            "pod directory",
+            kubeconfig,
+            _list_pods,
+            f"spec.nodeName={node_name}",
+            self._replace,
+            self._apply,
+            "pods of shared GPUs cannot be named and pod labels are not refreshed",
         )
 
+    @property
+    def synced(self) -> bool:
+        return self._watch.synced
 
-def _entry(pod: dict[str, Any]) -> tuple[str, tuple[str, str]] | None:
-    meta = pod.get("metadata") or {}
-    uid, namespace, name = meta.get("uid"), meta.get("namespace"), meta.get("name")
-    if not (uid and namespace and name):
-        return None
-    return uid, (namespace, name)
+    @property
+    def errors(self) -> Counter[str]:
+        return self._watch.errors
+
+    async def run(self) -> None:
+        await self._watch.run()
+
+    def lookup(self, uid: str) -> tuple[str, str] | None:
+        return self._names.get(uid)
+
+    def pod(self, namespace: str, name: str) -> PodMeta | None:
+        return self._meta.get((namespace, name))
+
+    def _entry(self, pod: Object) -> tuple[tuple[str, str], PodMeta] | None:
+        meta = pod.get("metadata") or {}
+        uid, namespace, name = meta.get("uid"), meta.get("namespace"), meta.get("name")
+        if not (uid and namespace and name):
+            return None
+        labels = meta.get("labels")
+        kept = self._labels(labels) if self._labels is not None and isinstance(labels, dict) else ()
+        return (namespace, name), PodMeta(uid, kept)
+
+    def _replace(self, pods: list[Object]) -> None:
+        entries = [e for e in map(self._entry, pods) if e is not None]
+        # new tables swapped in whole: the collection thread reads either the old or the new, never a mix
+        self._meta = dict(entries)
+        self._names = {meta.uid: key for key, meta in entries}
+
+    def _apply(self, kind: str, pod: Object) -> None:
+        entry = self._entry(pod)
+        if entry is None:
+            return
+        key, meta = entry
+        if kind == "DELETED":
+            self._names.pop(meta.uid, None)
+            if (old := self._meta.get(key)) is not None and old.uid == meta.uid:
+                del self._meta[key]
+        elif kind in ("ADDED", "MODIFIED"):
+            self._names[meta.uid] = key
+            self._meta[key] = meta
+
+
+def _list_pods(api_client: Any) -> Any:
+    from kubernetes_asyncio import client
+
+    return client.CoreV1Api(api_client).list_pod_for_all_namespaces

@@ -13,8 +13,9 @@ import stat
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, replace
+from typing import Any, Protocol
 
 import grpc
 
@@ -23,6 +24,7 @@ from common.log_limit import LogLimit, left_out
 from .device_ids import DeviceRef, parse_device_id
 from .errors import PodResourcesError
 from .podresources import api_pb2, api_pb2_grpc
+from .resource_slices import GPU_DRIVER, DraDevice
 
 log = logging.getLogger(__name__)
 
@@ -36,6 +38,7 @@ class Owner:
     namespace: str
     pod: str
     container: str
+    details: tuple[tuple[str, str], ...] = ()  # how the pod holds the device, as labels: its DRA claim
 
 
 @dataclass(frozen=True)
@@ -52,13 +55,31 @@ class PodMap:
     refreshed_at: float | None = None  # monotonic time of the refresh these assignments came from
 
 
+class DraDevices(Protocol):
+    """Which GPU a DRA device of ``gpu.nvidia.com`` is (``resource_slices.py``)."""
+
+    @property
+    def synced(self) -> bool: ...
+
+    def lookup(self, pool: str, device: str) -> DraDevice | None: ...
+
+
 class PodResourcesClient:
     """``List`` over the kubelet's unix socket, turned into GPU assignments."""
 
-    def __init__(self, socket_path: str, resource_names: Iterable[str] = (), timeout: float = 2.0) -> None:
+    def __init__(
+        self,
+        socket_path: str,
+        resource_names: Iterable[str] = (),
+        timeout: float = 2.0,
+        dra: DraDevices | None = None,
+    ) -> None:
+        """``dra``: also the GPUs of containers' DRA claims (``--kubernetes-enable-dra``); None ignores them, as
+        dcgm-exporter does without that flag."""
         self.socket_path = socket_path
         self._extra = frozenset(resource_names)
         self._timeout = timeout
+        self._dra = dra
         self._channel: grpc.Channel | None = None
         self._stub: api_pb2_grpc.PodResourcesListerStub | None = None
         self._unknown_ids: set[str] = set()
@@ -105,18 +126,47 @@ class PodResourcesClient:
                             self._report_unknown(device_id, devices.resource_name, owner)
                             continue
                         out.append(Assignment(ref, owner, devices.resource_name, device_id))
+                if self._dra is not None:
+                    out.extend(self._claimed(container, owner, self._dra))
         return out
 
-    def _report_unknown(self, device_id: str, resource: str, owner: Owner) -> None:
+    def _claimed(self, container: Any, owner: Owner, dra: DraDevices) -> Iterator[Assignment]:
+        """The GPUs of a container's DRA claims (kubelet 1.31 and later name each claim's devices by driver, pool
+        and device), with the claim as labels named as dcgm-exporter names them."""
+        for claim in container.dynamic_resources:
+            for resource in claim.claim_resources:
+                if resource.driver_name != GPU_DRIVER:
+                    continue
+                device_id = f"{resource.pool_name}/{resource.device_name}"
+                found = dra.lookup(resource.pool_name, resource.device_name)
+                if found is None:
+                    if dra.synced:  # before the first listing every device is unknown: nothing to report yet
+                        claimed = f"DRA claim {claim.claim_namespace}/{claim.claim_name}"
+                        self._report_unknown(device_id, claimed, owner, f"is in no ResourceSlice of {GPU_DRIVER}")
+                    continue
+                details = (
+                    ("dra_claim_name", claim.claim_name),
+                    ("dra_claim_namespace", claim.claim_namespace),
+                    ("dra_driver_name", resource.driver_name),
+                    ("dra_pool_name", resource.pool_name),
+                    ("dra_device_name", resource.device_name),
+                    *found.labels,
+                )
+                yield Assignment(found.ref, replace(owner, details=details), f"dra:{GPU_DRIVER}", device_id)
+
+    def _report_unknown(
+        self, device_id: str, resource: str, owner: Owner, why: str = "has a form this collector does not know"
+    ) -> None:
         if device_id in self._unknown_ids or len(self._unknown_ids) >= _MAX_REPORTED_IDS:
             return
         self._unknown_ids.add(device_id)
         log.warning(
-            "device ID %r of %s (pod %s/%s) has a form this collector does not know; it is not attributed",
+            "device ID %r of %s (pod %s/%s) %s; it is not attributed",
             device_id,
             resource,
             owner.namespace,
             owner.pod,
+            why,
         )
 
     def close(self) -> None:

@@ -13,8 +13,9 @@ from dataclasses import dataclass, field
 from .counters import Counters
 from .exposition import Family, Labels
 from .fields import Values
-from .nvml_device import GpuInfo
+from .nvml_device import GpuInfo, MigInstance
 from .nvml_reader import DeviceReading
+from .xid import XID_FIELD, xid_labels
 
 
 @dataclass(frozen=True)
@@ -35,8 +36,19 @@ def gpu_labels(gpu: GpuInfo, replace_blanks: bool = False) -> Labels:
     )
 
 
+def instance_labels(gpu: Labels, instance: MigInstance) -> Labels:
+    """A MIG GPU instance's series are named by their GPU's labels and the instance, as dcgm-exporter names them."""
+    return (*gpu, ("GPU_I_PROFILE", instance.profile), ("GPU_I_ID", str(instance.gpu_instance_id)))
+
+
 def device_series(readings: Iterable[DeviceReading], replace_blanks: bool = False) -> list[Series]:
-    return [Series(gpu_labels(r.gpu, replace_blanks), r.values) for r in readings]
+    """Every GPU, and each MIG GPU instance on its own (dcgm-exporter's default ``-d f`` serves instances too)."""
+    out = []
+    for r in readings:
+        base = gpu_labels(r.gpu, replace_blanks)
+        out.append(Series(base, r.values, labelled=r.labelled))
+        out.extend(Series(instance_labels(base, i.instance), i.values) for i in r.instances)
+    return out
 
 
 def gpu_families(
@@ -48,10 +60,26 @@ def gpu_families(
 ) -> list[Family]:
     """One family per counter that at least one series has a value for; a field no GPU supports is absent."""
     extra = common + tuple((name, label_values.get(name, "")) for name in counters.labels)
-    labelled = [(s.entity + extra + s.owner, s.values) for s in series]
+    labelled = [(_merged(s.entity + extra, s.owner), s.values) for s in series]
     families = []
     for counter in counters.counters:
-        samples = tuple((labels, values[counter.field]) for labels, values in labelled if counter.field in values)
+        if counter.field == XID_FIELD:
+            samples = tuple(
+                (labels + xid_labels(values[XID_FIELD]), values[XID_FIELD])
+                for labels, values in labelled
+                if XID_FIELD in values
+            )
+        else:
+            samples = tuple((labels, values[counter.field]) for labels, values in labelled if counter.field in values)
         if samples:
             families.append(Family(counter.field, counter.type, help_prefix + counter.help, samples))
     return families
+
+
+def _merged(named: Labels, owner: Labels) -> Labels:
+    """``owner`` after ``named``, less any name ``named`` already has: a pod label may not replace ``gpu`` or
+    ``Hostname``, and a repeated name would make Prometheus refuse the whole scrape."""
+    if not owner:
+        return named
+    taken = {k for k, _ in named}
+    return named + tuple((k, v) for k, v in owner if k not in taken)

@@ -26,6 +26,8 @@ from common.flags import (
     string_list,
 )
 
+from .pod_labels import Pattern, parse_allowlist
+
 
 def parse_address(text: str) -> tuple[str, int]:
     """``:9400``, ``0.0.0.0:9400``, ``[::]:9400`` → (host, port); an empty host listens everywhere."""
@@ -68,6 +70,21 @@ FLAGS = FlagTable(
              help="where processes' cgroup files are read to find their pods (needs hostPID for shared GPUs)"),
         flag("--kubeconfig", field="kubeconfig", parse=optional_text,
              help="kubeconfig for naming pods of shared GPUs; in-cluster configuration when empty and in a pod"),
+        flag("--kubernetes-enable-pod-labels", field="pod_labels", parse=boolean, default="false", switch=True,
+             env=("DCGM_EXPORTER_KUBERNETES_ENABLE_POD_LABELS",), help="with -k, the owning pod's Kubernetes labels "
+             "on its GPU series, names sanitised (app.kubernetes.io/name → app_kubernetes_io_name)"),
+        flag("--kubernetes-pod-label-allowlist-regex", field="pod_label_allowlist", parse=parse_allowlist,
+             default="", env=("DCGM_EXPORTER_KUBERNETES_POD_LABEL_ALLOWLIST_REGEX",),
+             help="comma-separated regular expressions; only pod label keys one of them matches are kept (empty: "
+             "all)"),
+        flag("--kubernetes-enable-pod-uid", field="pod_uid", parse=boolean, default="false", switch=True,
+             env=("DCGM_EXPORTER_KUBERNETES_ENABLE_POD_UID",), help="with -k, a pod_uid label on pod-owned series"),
+        flag("--kubernetes-enable-dra", field="dra", parse=boolean, default="false", switch=True,
+             env=("KUBERNETES_ENABLE_DRA",), help="with -k, attach pods to GPUs they hold through Dynamic Resource "
+             "Allocation claims (kubelet pod-resources and this node's ResourceSlices)"),
+        flag("--hpc-job-mapping-dir", field="hpc_job_mapping_dir", parse=optional_text,
+             env=("DCGM_HPC_JOB_MAPPING_DIR",), help="directory of files named by GPU index (or <gpu>.<GPU "
+             "instance>) listing job IDs one a line; each job becomes an hpc_job label, re-read on change"),
         flag("--nvidia-resource-names", field="resource_names", parse=string_list, default="",
              env=("NVIDIA_RESOURCE_NAMES",), help="extra comma-separated resource names that carry GPUs "
              "(nvidia.com/gpu, nvidia.com/gpu.shared and nvidia.com/mig-* are always recognised)"),
@@ -111,16 +128,10 @@ FLAGS = FlagTable(
         flag("--fake-gpus", env=("DCGM_EXPORTER_USE_FAKE_GPUS",), help="",
              ignored="DCGM's fake GPUs; use --simulate-gpus"),
         flag("--config-file", env=("DCGM_EXPORTER_CONFIG_FILE",), help="", ignored=_DCGM),
-        flag("--kubernetes-enable-pod-labels", env=("DCGM_EXPORTER_KUBERNETES_ENABLE_POD_LABELS",), help="",
-             ignored=_NOT_YET),
-        flag("--kubernetes-enable-pod-uid", env=("DCGM_EXPORTER_KUBERNETES_ENABLE_POD_UID",), help="",
-             ignored=_NOT_YET),
-        flag("--hpc-job-mapping-dir", env=("DCGM_HPC_JOB_MAPPING_DIR",), help="", ignored=_NOT_YET),
         flag("--web-read-timeout", env=("DCGM_EXPORTER_WEB_READ_TIMEOUT",), help="", ignored=_NOT_YET),
         flag("--web-write-timeout", env=("DCGM_EXPORTER_WEB_WRITE_TIMEOUT",), help="", ignored=_NOT_YET),
         flag("--web-systemd-socket", help="", ignored=_NOT_YET),
         flag("--container-labels", env=("DCGM_EXPORTER_CONTAINER_LABELS",), help="", ignored=_NOT_YET),
-        flag("--kubernetes-enable-dra", env=("KUBERNETES_ENABLE_DRA",), help="", ignored=_NOT_YET),
     ],
 )  # fmt: skip
 
@@ -139,6 +150,11 @@ class Settings:
     proc_root: str = FLAGS.default("proc-root")
     kubeconfig: str | None = FLAGS.default("kubeconfig")
     resource_names: tuple[str, ...] = FLAGS.default("nvidia-resource-names")
+    pod_labels: bool = FLAGS.default("kubernetes-enable-pod-labels")
+    pod_label_allowlist: tuple[Pattern, ...] = FLAGS.default("kubernetes-pod-label-allowlist-regex")
+    pod_uid: bool = FLAGS.default("kubernetes-enable-pod-uid")
+    dra: bool = FLAGS.default("kubernetes-enable-dra")
+    hpc_job_mapping_dir: str | None = FLAGS.default("hpc-job-mapping-dir")
     no_hostname: bool = FLAGS.default("no-hostname")
     replace_blanks: bool = FLAGS.default("replace-blanks-in-model-name")
     simulate_gpus: int = FLAGS.default("simulate-gpus")

@@ -21,10 +21,20 @@ from collector.podresources import api_pb2, api_pb2_grpc
 
 
 @dataclass
+class DraClaim:
+    """A DRA ResourceClaim as the kubelet reports it for a container: its devices as (driver, pool, device)."""
+
+    name: str
+    namespace: str
+    devices: list[tuple[str, str, str]] = field(default_factory=list)
+
+
+@dataclass
 class FakePod:
     namespace: str
     name: str
     containers: dict[str, list[tuple[str, list[str]]]] = field(default_factory=dict)  # container → [(resource, ids)]
+    claims: dict[str, list[DraClaim]] = field(default_factory=dict)  # container → its DRA claims
 
 
 def gpu_pod(
@@ -46,11 +56,19 @@ class _Servicer(api_pb2_grpc.PodResourcesListerServicer):
         response = api_pb2.ListPodResourcesResponse()
         for pod in list(owner.pods):
             pr = response.pod_resources.add(name=pod.name, namespace=pod.namespace)
-            for cname, devices in pod.containers.items():
+            for cname in {**pod.containers, **pod.claims}:
                 container = pr.containers.add(name=cname)
                 container.cpu_ids.extend([0, 1])
-                for resource, ids in devices:
+                for resource, ids in pod.containers.get(cname, []):
                     container.devices.add(resource_name=resource, device_ids=ids)
+                for claim in pod.claims.get(cname, []):
+                    dynamic = container.dynamic_resources.add(claim_name=claim.name, claim_namespace=claim.namespace)
+                    for driver, pool, device in claim.devices:
+                        # the kubelet also lists the device's CDI names; NVIDIA's driver names them like this
+                        cdi = [api_pb2.CDIDevice(name=f"k8s.{driver}/device={device}")]
+                        dynamic.claim_resources.add(
+                            cdi_devices=cdi, driver_name=driver, pool_name=pool, device_name=device
+                        )
         return response
 
     def GetAllocatableResources(self, request: Any, context: Any) -> Any:

@@ -136,10 +136,25 @@ class DynamicResource(_message.Message):
     ) -> None: ...
 
 class ClaimResource(_message.Message):
-    __slots__ = ("cdi_devices",)
+    __slots__ = ("cdi_devices", "device_name", "driver_name", "pool_name", "share_id")
     CDI_DEVICES_FIELD_NUMBER: _ClassVar[int]
+    DRIVER_NAME_FIELD_NUMBER: _ClassVar[int]
+    POOL_NAME_FIELD_NUMBER: _ClassVar[int]
+    DEVICE_NAME_FIELD_NUMBER: _ClassVar[int]
+    SHARE_ID_FIELD_NUMBER: _ClassVar[int]
     cdi_devices: _containers.RepeatedCompositeFieldContainer[CDIDevice]
-    def __init__(self, cdi_devices: _Iterable[CDIDevice | _Mapping] | None = ...) -> None: ...
+    driver_name: str
+    pool_name: str
+    device_name: str
+    share_id: str
+    def __init__(
+        self,
+        cdi_devices: _Iterable[CDIDevice | _Mapping] | None = ...,
+        driver_name: str | None = ...,
+        pool_name: str | None = ...,
+        device_name: str | None = ...,
+        share_id: str | None = ...,
+    ) -> None: ...
 
 class CDIDevice(_message.Message):
     __slots__ = ("name",)

@@ -1,5 +1,5 @@
 """The kubelet stand-in lives with the demo, which serves it too."""
 
-from demo.kubelet import FakePod, PodResourcesServer, gpu_pod, parse_spec
+from demo.kubelet import DraClaim, FakePod, PodResourcesServer, gpu_pod, parse_spec
 
-__all__ = ["FakePod", "PodResourcesServer", "gpu_pod", "parse_spec"]
+__all__ = ["DraClaim", "FakePod", "PodResourcesServer", "gpu_pod", "parse_spec"]

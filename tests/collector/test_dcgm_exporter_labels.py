@@ -1,0 +1,224 @@
+"""dcgm-exporter's label options through the real command line, scraped by a real Prometheus: pod labels and UIDs
+(-k with the Kubernetes API stand-in and the kubelet's pod-resources over real gRPC), GPUs of DRA claims, MIG
+instances without -k, HPC job files and XID labels."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from collections.abc import Coroutine, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from collector.simulated import SimulatedNvml
+from tests.fakes.kube_apiserver import FakeKubeAPIServer
+from tests.fakes.pod_resources_server import DraClaim, FakePod, PodResourcesServer, gpu_pod
+from tests.support.prometheus import free_port, run_prometheus
+
+ROOT = Path(__file__).resolve().parents[2]
+NODE = "node-a"
+UUIDS = SimulatedNvml(2).uuids()
+POD_UID = ("--kubernetes-enable-pod-uid",)
+LABEL_OPTIONS = (*POD_UID, "--kubernetes-enable-pod-labels", "--kubernetes-pod-label-allowlist-regex",
+                 r"^app\.kubernetes\.io/,team")  # fmt: skip
+T = TypeVar("T")
+
+
+class ApiServer:
+    """The Kubernetes API stand-in on a loop of its own, so the test can change objects while the collector runs."""
+
+    def __init__(self) -> None:
+        self.server = FakeKubeAPIServer()
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
+        self._thread.start()
+        self._run(self.server.start())
+
+    def _run(self, coro: Coroutine[Any, Any, T]) -> T:
+        return asyncio.run_coroutine_threadsafe(coro, self._loop).result(30)
+
+    def put(self, resource: str, name: str, **fields: Any) -> None:
+        async def put() -> None:  # on the server's loop: it wakes its watches
+            self.server.put(resource, name, **fields)
+
+        self._run(put())
+
+    def close(self) -> None:
+        self._run(self.server.stop())
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(10)
+        self._loop.close()
+
+
+@dataclass
+class Collector:
+    url: str
+    log: Path
+
+    def metrics(self) -> dict[str, list[dict[str, str]]]:
+        """Series name → the label sets of its samples, as prometheus_client's parser reads the page."""
+        with urllib.request.urlopen(f"{self.url}/metrics", timeout=5) as resp:
+            text = resp.read().decode()
+        out: dict[str, list[dict[str, str]]] = {}
+        for family in text_string_to_metric_families(text):
+            for s in family.samples:
+                out.setdefault(s.name, []).append(dict(s.labels))
+        return out
+
+
+@contextmanager
+def collector(tmp_path: Path, *args: str) -> Iterator[Collector]:
+    port = free_port()
+    log = tmp_path / "collector.log"
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "collector", "-a", f"127.0.0.1:{port}", "-c", "500", *args],
+            cwd=ROOT, env={**os.environ, "NODE_NAME": NODE}, stdout=out, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                with urllib.request.urlopen(f"{url}/metrics", timeout=2) as resp:
+                    if b"gpuscale_collector_collections_total 2" in resp.read():
+                        break
+            except OSError:
+                pass
+            if proc.poll() is not None or time.monotonic() > deadline:
+                proc.kill()
+                raise AssertionError(f"collector did not come up: {log.read_text()[-3000:]}")
+            time.sleep(0.2)
+        yield Collector(url, log)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[tuple[ApiServer, PodResourcesServer, list[str]]]:
+    """Two pods on this node: one holds GPU 0 through the device plugin, one GPU 1 through a DRA claim."""
+    api = ApiServer()
+    kubelet = PodResourcesServer(str(tmp_path / "kubelet.sock")).start()
+    try:
+        labels = {"app.kubernetes.io/name": "trainer", "team": "ml", "secret-token": "s3cr3t"}
+        api.put("pods", "trainer", labels=labels, namespace="ml", uid="uid-trainer", spec={"nodeName": NODE})
+        api.put("pods", "dra-job", labels={"app.kubernetes.io/name": "dra-job"}, namespace="ml", uid="uid-dra",
+                spec={"nodeName": NODE})  # fmt: skip
+        api.put("pods", "elsewhere", labels={"team": "x"}, namespace="ml", uid="uid-x", spec={"nodeName": "node-b"})
+        device = {"name": "gpu-1", "attributes": {"type": {"string": "gpu"}, "uuid": {"string": UUIDS[1]}}}
+        api.put("resourceslices.resource.k8s.io", f"{NODE}-gpu.nvidia.com", spec={
+            "nodeName": NODE, "driver": "gpu.nvidia.com", "pool": {"name": NODE}, "devices": [device],
+        })  # fmt: skip
+        kubelet.pods = [
+            gpu_pod("ml", "trainer", UUIDS[0]),
+            FakePod("ml", "dra-job", claims={"main": [DraClaim("gpu", "ml", [("gpu.nvidia.com", NODE, "gpu-1")])]}),
+        ]
+        kubeconfig = api.server.kubeconfig(tmp_path / "kubeconfig")
+        yield api, kubelet, ["-k", "--kubeconfig", str(kubeconfig), "--pod-resources-kubelet-socket",
+                             kubelet.socket_path, "--simulate-gpus", "2"]  # fmt: skip
+    finally:
+        kubelet.stop()
+        api.close()
+
+
+@pytest.mark.prometheus
+def test_pod_labels_uids_and_dra_gpus_reach_prometheus(
+    tmp_path: Path, cluster: tuple[ApiServer, PodResourcesServer, list[str]]
+) -> None:
+    api, _, args = cluster
+    with (
+        collector(tmp_path, *args, *LABEL_OPTIONS, "--kubernetes-enable-dra") as c,
+        run_prometheus(tmp_path / "prometheus", [c.url.removeprefix("http://")]) as prom,
+    ):
+        trainer = prom.wait_for('DCGM_FI_DEV_GPU_UTIL{pod="trainer",app_kubernetes_io_name="trainer"}')[0]["metric"]
+        assert (trainer["gpu"], trainer["namespace"], trainer["container"]) == ("0", "ml", "main")
+        assert (trainer["team"], trainer["pod_uid"]) == ("ml", "uid-trainer")
+        assert "secret_token" not in trainer  # not in the allowlist
+        dra = prom.wait_for('DCGM_FI_DEV_GPU_UTIL{pod="dra-job",pod_uid="uid-dra"}')[0]["metric"]
+        assert (dra["gpu"], dra["UUID"], dra["app_kubernetes_io_name"]) == ("1", UUIDS[1], "dra-job")
+        claim = {k: v for k, v in dra.items() if k.startswith("dra_")}
+        assert claim == {"dra_claim_name": "gpu", "dra_claim_namespace": "ml", "dra_driver_name": "gpu.nvidia.com",
+                         "dra_pool_name": NODE, "dra_device_name": "gpu-1"}  # fmt: skip
+        # the pod is relabelled: the watch brings it, and the next collection serves it
+        api.put("pods", "trainer", labels={"app.kubernetes.io/name": "trainer", "team": "vision"}, namespace="ml",
+                uid="uid-trainer", spec={"nodeName": NODE})  # fmt: skip
+        prom.wait_for('DCGM_FI_DEV_GPU_UTIL{pod="trainer",team="vision"}')
+        assert not prom.query('DCGM_FI_DEV_GPU_UTIL{pod="trainer",team="ml"}')  # the old series went stale
+        # every series of the GPU carries them, not only utilization
+        assert prom.query('DCGM_FI_DEV_FB_USED{pod="dra-job",dra_claim_name="gpu"}')
+
+
+def test_without_the_options_pods_keep_only_their_names_and_dra_claims_are_ignored(
+    tmp_path: Path, cluster: tuple[ApiServer, PodResourcesServer, list[str]]
+) -> None:
+    _, _, args = cluster
+    with collector(tmp_path, *args) as c:
+        deadline = time.monotonic() + 20
+        while not [s for s in c.metrics().get("DCGM_FI_DEV_GPU_UTIL", []) if s.get("pod") == "trainer"]:
+            assert time.monotonic() < deadline, c.log.read_text()[-3000:]
+            time.sleep(0.2)
+        util = c.metrics()["DCGM_FI_DEV_GPU_UTIL"]
+        trainer = next(s for s in util if s.get("pod") == "trainer")
+        gpu = {"gpu", "UUID", "pci_bus_id", "device", "modelName", "Hostname", "DCGM_FI_DRIVER_VERSION"}
+        assert set(trainer) - gpu == {"pod", "namespace", "container"}  # no pod_uid, no pod labels
+        assert not [s for s in util if s.get("pod") == "dra-job"]  # DRA not enabled: GPU 1 has no owner
+        assert next(s for s in util if s["gpu"] == "1").get("pod") is None
+
+
+@pytest.mark.prometheus
+def test_mig_instances_hpc_jobs_and_xid_labels_without_kubernetes(tmp_path: Path) -> None:
+    spec = tmp_path / "gpus.yaml"
+    spec.write_text("gpus: 2\nmig: {1: [1g.18gb, 3g.71gb]}\n")
+    jobs = tmp_path / "jobs"
+    jobs.mkdir()
+    (jobs / "0").write_text("1001\n1002\n")
+    (jobs / "1.2").write_text("2001\n")
+    with (
+        collector(tmp_path, "--simulate-spec", str(spec), "--hpc-job-mapping-dir", str(jobs), *POD_UID) as c,
+        run_prometheus(tmp_path / "prometheus", [c.url.removeprefix("http://")]) as prom,
+    ):
+        # each MIG GPU instance has its own series, named as dcgm-exporter names them, beside the whole GPU's
+        instances = prom.wait_for('DCGM_FI_DEV_FB_USED{gpu="1",GPU_I_ID!=""}', min_results=2)
+        assert {(r["metric"]["GPU_I_ID"], r["metric"]["GPU_I_PROFILE"]) for r in instances} == {
+            ("1", "1g.18gb"), ("2", "3g.71gb"),
+        }  # fmt: skip
+        assert {r["metric"]["UUID"] for r in instances} == {UUIDS[1]}  # the GPU's UUID, as dcgm-exporter has it
+        assert [r["metric"].get("hpc_job") for r in instances if r["metric"]["GPU_I_ID"] == "2"] == ["2001"]
+        assert prom.query('DCGM_FI_PROF_GR_ENGINE_ACTIVE{gpu="1",GPU_I_ID="1"}')
+        # GPU 0 is served once per job
+        util = prom.wait_for('DCGM_FI_DEV_GPU_UTIL{gpu="0"}', min_results=2)
+        assert sorted(r["metric"]["hpc_job"] for r in util) == ["1001", "1002"]
+        xid = prom.wait_for('DCGM_FI_DEV_XID_ERRORS{gpu="1",GPU_I_ID=""}')
+        labels = xid[0]["metric"]
+        assert (labels["err_code"], labels["err_msg"], xid[0]["value"][1]) == ("0", "No Error", "0")
+        # the next job's prolog rewrites the file; the epilog of the MIG job removes its file
+        (jobs / "0").write_text("1003\n")
+        (jobs / "1.2").unlink()
+        prom.wait_for('DCGM_FI_DEV_GPU_UTIL{gpu="0",hpc_job="1003"}')
+        assert not prom.query('DCGM_FI_DEV_GPU_UTIL{hpc_job=~"1001|1002"}')
+        prom.wait_for('DCGM_FI_DEV_FB_USED{gpu="1",GPU_I_ID="2",hpc_job=""}')
+    log = c.log.read_text()
+    assert "--kubernetes-enable-pod-uid has no effect without --kubernetes (-k)" in log
+
+
+def test_an_allowlist_pattern_that_does_not_compile_stops_the_start(tmp_path: Path) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "collector", "--simulate-gpus", "1", "-k", "--kubernetes-enable-pod-labels",
+         "--kubernetes-pod-label-allowlist-regex", "^app,team("],
+        cwd=ROOT, capture_output=True, text=True, timeout=30,
+    )  # fmt: skip
+    assert result.returncode == 2
+    assert "--kubernetes-pod-label-allowlist-regex (or " in result.stderr
+    assert "'team(' is not a valid regular expression" in result.stderr
+    assert "Traceback" not in result.stderr
