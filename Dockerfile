@@ -2,7 +2,11 @@
 #
 # One image for both components; the command picks one:
 #   gpuscale-collector   one per GPU node (DaemonSet)
-#   gpuscale-adapter     the metrics API server (Deployment); the default command
+#   gpuscale-adapter     the metrics API server (Deployment)
+# A spec written for the image it replaces gives arguments only; the entry point `gpuscale` then picks the component
+# from them (common/entrypoint.py): prometheus-adapter's arguments (which may start with /adapter, as its Helm chart
+# passes them) run the adapter; dcgm-exporter's (`-f <counters file>`, other collector flags, or none) the collector.
+# /adapter is also the adapter, for a spec that names prometheus-adapter's binary as its command.
 #
 #   docker build -t ghcr.io/gpuscale/gpuscale:0.1.0 .
 #
@@ -41,7 +45,8 @@ RUN groupadd --system --gid 65532 gpuscale \
 # The wheels are mounted for the install only, so they take no layer of their own.
 RUN --mount=type=bind,from=build,source=/wheels,target=/wheels \
     python -m pip install --no-cache-dir --no-index --find-links=/wheels gpuscale
+RUN ln -s "$(command -v gpuscale-adapter)" /adapter
 USER 65532:65532
 # collector /metrics, adapter HTTPS
 EXPOSE 9400 6443
-CMD ["gpuscale-adapter"]
+ENTRYPOINT ["gpuscale"]

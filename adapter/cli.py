@@ -2,6 +2,8 @@
 
 gpuscale-adapter [serve] [flags]
 gpuscale-adapter explain [flags] [--json] /apis/custom.metrics.k8s.io/v1beta2/namespaces/ml/pods/*/gpu_utilization
+
+A first argument /adapter (prometheus-adapter's binary, which its Helm chart passes first) is skipped.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from collections.abc import Sequence
 from adapter.api.explain import explain, render_text
 from adapter.app import create_app
 from adapter.components import COMPONENTS, components
+from adapter.config.flags import FLAGS
 from adapter.config.settings import Settings, parse_settings, usage
 from adapter.errors import AdapterError, ConfigError
 from adapter.security import tls
@@ -25,6 +28,8 @@ from adapter.security.auth import DISABLED_WARNING
 from adapter.serving import connections, server_log
 
 log = logging.getLogger("adapter")
+
+PROMETHEUS_ADAPTER_BINARY = "/adapter"
 
 
 def _logging(verbosity: int) -> None:
@@ -87,6 +92,8 @@ async def _explain(settings: Settings, target: str, as_json: bool) -> int:
 def main(argv: Sequence[str] | None = None, limits: connections.Limits | None = None) -> int:
     """``limits`` replaces the connection limits of ``adapter/serving/connections.py`` (tests, benchmarks)."""
     args = list(sys.argv[1:] if argv is None else argv)
+    if args and args[0] == PROMETHEUS_ADAPTER_BINARY:
+        args.pop(0)  # prometheus-adapter's Helm chart names its binary as the first argument; Go ignores it
     command = args.pop(0) if args and args[0] in ("serve", "explain") else "serve"
     if any(a in ("-h", "--help") for a in args):
         print(__doc__)
@@ -108,8 +115,8 @@ def main(argv: Sequence[str] | None = None, limits: connections.Limits | None = 
         print(f"gpuscale-adapter: {e}", file=sys.stderr)
         return 2
     _logging(settings.verbosity)
-    if settings.ignored_flags:
-        log.info("accepted for compatibility, not acted on: %s", " ".join(settings.ignored_flags))
+    for name in settings.ignored_flags:
+        log.info("%s is accepted and has no effect: %s", name, FLAGS.flags[name[2:]].ignored)
     try:
         if command == "explain":
             return asyncio.run(_explain(settings, target, as_json))

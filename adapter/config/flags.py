@@ -10,6 +10,7 @@ import urllib.parse
 from collections.abc import Callable
 from typing import Any
 
+from adapter.security.cipher_suites import openssl_names
 from common.flags import (
     FlagTable,
     boolean,
@@ -75,7 +76,13 @@ def show_bytes(value: int) -> str:
     return f"{value // _BYTE_UNITS[unit]}{unit}"
 
 
-_TLS_VERSIONS = {"VersionTLS12": ssl.TLSVersion.TLSv1_2, "VersionTLS13": ssl.TLSVersion.TLSv1_3}
+# Kubernetes' names; TLS 1.0 and 1.1 are offered only where the image's OpenSSL still allows them
+_TLS_VERSIONS = {
+    "VersionTLS10": ssl.TLSVersion.TLSv1,
+    "VersionTLS11": ssl.TLSVersion.TLSv1_1,
+    "VersionTLS12": ssl.TLSVersion.TLSv1_2,
+    "VersionTLS13": ssl.TLSVersion.TLSv1_3,
+}
 
 
 def tls_version(text: str) -> ssl.TLSVersion:
@@ -90,17 +97,51 @@ def allow_paths(text: str) -> tuple[str, ...]:
     return paths
 
 
+def cipher_suites(text: str) -> tuple[str, ...]:
+    return openssl_names(string_list(text))
+
+
 _TTL = duration(0, 3600, "0s to 1h")
-# prometheus-adapter and generic API-server flags not acted on here: logging goes to stderr anyway, and lookup
-# failures are never tolerated (without its authentication configuration the adapter serves no metrics)
-_IGNORED = (
-    "logtostderr", "alsologtostderr", "log-dir", "log-file", "log-file-max-size", "log-flush-frequency",
-    "logging-format", "vmodule", "tls-cipher-suites", "tls-sni-cert-key", "http2-max-streams-per-connection",
-    "permit-port-sharing", "permit-address-sharing", "authentication-tolerate-lookup-failure", "audit-log-path",
-    "audit-log-maxage", "audit-log-maxbackup", "audit-log-maxsize", "audit-log-format", "audit-policy-file",
-    "audit-webhook-config-file", "profiling", "contention-profiling", "discovery-interval", "feature-gates",
-    "enable-priority-and-fairness",
+_AUDIT_BACKEND = (
+    "mode", "batch-buffer-size", "batch-max-size", "batch-max-wait", "batch-throttle-enable", "batch-throttle-qps",
+    "batch-throttle-burst", "truncate-enabled", "truncate-max-batch-size", "truncate-max-event-size",
 )  # fmt: skip
+# Flags of prometheus-adapter (its own, klog's, custom-metrics-apiserver's and the generic API server's) that are
+# accepted so that its Deployments start unchanged, but act on nothing here: why, as the start-up log says it.
+# klog's flags are spelt with '_' (log_dir) by klog and with '-' by Kubernetes' docs: both are accepted.
+_IGNORED = {
+    "the adapter logs to stderr, a line per record written at once": (
+        "logtostderr", "alsologtostderr", "log_dir", "log_file", "log_file_max_size", "log-flush-frequency",
+        "logging-format", "stderrthreshold", "one_output", "skip_headers", "skip_log_headers", "add_dir_header",
+        "log_backtrace_at",
+    ),
+    "--v sets the one log level; there are no per-file levels": ("vmodule",),
+    "this adapter serves HTTP/1.1 only, so HTTP/2 is always off": (
+        "disable-http2", "http2-max-streams-per-connection",
+    ),
+    "one serving certificate (--tls-cert-file or --cert-dir) answers every server name": ("tls-sni-cert-key",),
+    "the port is opened as asyncio opens it: SO_REUSEADDR on, SO_REUSEPORT off": (
+        "permit-port-sharing", "permit-address-sharing",
+    ),
+    f"until the {CONFIGMAP} is read, requests are refused (503) and it is read again, never skipped": (
+        "authentication-tolerate-lookup-failure",
+    ),
+    "no audit log is written (--v=6 logs every request)": (
+        "audit-policy-file", "audit-log-path", "audit-log-maxage", "audit-log-maxbackup", "audit-log-maxsize",
+        "audit-log-format", "audit-log-version", "audit-log-compress", "audit-webhook-config-file",
+        "audit-webhook-initial-backoff", "audit-webhook-batch-initial-backoff", "audit-webhook-version",
+        *(f"audit-{backend}-{name}" for backend in ("log", "webhook") for name in _AUDIT_BACKEND),
+    ),
+    "there is no Go profiler (/debug/pprof) to serve": ("profiling", "contention-profiling", "debug-socket-path"),
+    "requests are bounded by the connection limits of adapter/serving, not by API Priority and Fairness": (
+        "enable-priority-and-fairness",
+    ),
+    "there are no Kubernetes feature gates here": ("feature-gates",),
+    "the API server is not rate-limited on the client side: objects are watched and reviews cached": (
+        "client-qps", "client-burst",
+    ),
+    "resources are looked up in a built-in table, not through API discovery": ("discovery-interval",),
+}  # fmt: skip
 
 
 def _table() -> FlagTable:
@@ -147,7 +188,10 @@ def _table() -> FlagTable:
              help="serving certificate (with --tls-private-key-file)"),
         flag("--tls-private-key-file", field="tls_key_file", parse=optional_path, help="serving certificate's key"),
         flag("--tls-min-version", field="tls_min_version", parse=tls_version, default="VersionTLS12",
-             help="oldest TLS version accepted: VersionTLS12 or VersionTLS13"),
+             help="oldest TLS version accepted: VersionTLS10, VersionTLS11, VersionTLS12 or VersionTLS13"),
+        flag("--tls-cipher-suites", field="tls_cipher_suites", parse=cipher_suites, default="", repeated=True,
+             help="TLS 1.2 cipher suites offered, by Go's names, comma-separated (default: OpenSSL's choice); "
+             "TLS 1.3 suites are not configurable"),
         flag("--insecure-serve-http", field="insecure_serve_http", parse=boolean, default="false", switch=True,
              help="serve plain HTTP (local runs; needs --insecure-disable-auth)"),
         flag("--insecure-disable-auth", field="insecure_disable_auth", parse=boolean, default="false", switch=True,
@@ -186,8 +230,12 @@ def _table() -> FlagTable:
              parse=string_list, default="X-Remote-Extra-", repeated=True,
              help="prefixes of headers that carry extra user information"),
     ]  # fmt: skip
-    reason = "accepted for compatibility, not acted on"
-    flags += [flag(f"--{name}", parse=optional_text, help="", ignored=reason) for name in _IGNORED]
+    flags += [
+        flag(f"--{name.replace('_', '-')}", *([f"--{name}"] if "_" in name else []), parse=optional_text, help="",
+             ignored=reason)
+        for reason, names in _IGNORED.items()
+        for name in names
+    ]  # fmt: skip
     return FlagTable(
         "gpuscale-adapter",
         "Serve custom.metrics.k8s.io and external.metrics.k8s.io from Prometheus.",

@@ -40,6 +40,7 @@ class Settings:
     tls_cert_file: Path | None = default("tls-cert-file")
     tls_key_file: Path | None = default("tls-private-key-file")
     tls_min_version: ssl.TLSVersion = default("tls-min-version")
+    tls_cipher_suites: tuple[str, ...] = default("tls-cipher-suites")  # OpenSSL's names
     insecure_serve_http: bool = default("insecure-serve-http")
     insecure_disable_auth: bool = default("insecure-disable-auth")
     auth: AuthSettings = field(default_factory=AuthSettings)

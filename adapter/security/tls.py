@@ -111,10 +111,17 @@ class ServingTLS:
     """
 
     def __init__(
-        self, cert: Path, key: Path, minimum: ssl.TLSVersion = ssl.TLSVersion.TLSv1_2, request_certs: bool = True
+        self,
+        cert: Path,
+        key: Path,
+        minimum: ssl.TLSVersion = ssl.TLSVersion.TLSv1_2,
+        request_certs: bool = True,
+        ciphers: tuple[str, ...] = (),
     ) -> None:
+        """``ciphers``: the TLS 1.2 suites offered, by OpenSSL's names (none: OpenSSL's default list)."""
         self.cert, self.key = cert, key
         self.minimum = minimum
+        self.ciphers = ciphers
         self.request_certs = request_certs
         self.client_cas = b""
         self._files = WatchedFiles(cert, key)
@@ -129,6 +136,11 @@ class ServingTLS:
         # a bare server context: create_default_context would also trust the system's public CAs for clients
         ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         ctx.minimum_version = self.minimum
+        if self.ciphers:
+            try:
+                ctx.set_ciphers(":".join(self.ciphers))
+            except ssl.SSLError as e:
+                raise ConfigError(f"--tls-cipher-suites: none of {', '.join(self.ciphers)} is offered here") from e
         try:
             ctx.load_cert_chain(str(self.cert), str(self.key))
         except (OSError, ssl.SSLError) as e:
@@ -176,4 +188,10 @@ def serving_tls(settings: Settings) -> ServingTLS | None:
     if settings.insecure_serve_http:
         return None
     cert, key = serving_files(settings)
-    return ServingTLS(cert, key, settings.tls_min_version, request_certs=not settings.insecure_disable_auth)
+    return ServingTLS(
+        cert,
+        key,
+        settings.tls_min_version,
+        request_certs=not settings.insecure_disable_auth,
+        ciphers=settings.tls_cipher_suites,
+    )

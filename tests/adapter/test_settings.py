@@ -64,9 +64,9 @@ def test_prometheus_adapter_deployment_arguments_are_accepted_unchanged() -> Non
     assert s.lister_kubeconfig == Path("/etc/kubeconfig")
     assert s.tls_key_file == Path("/etc/tls.key")
     assert s.auth.requestheader_client_ca_file == Path("/etc/front-proxy-ca.crt")
+    assert s.tls_cipher_suites == ("ECDHE-RSA-AES128-GCM-SHA256", "ECDHE-ECDSA-AES128-GCM-SHA256")
     assert s.ignored_flags == (
         "--logtostderr",
-        "--tls-cipher-suites",
         "--authentication-tolerate-lookup-failure",
         "--audit-log-path",
     )
@@ -137,7 +137,15 @@ def test_every_flag_has_an_environment_variable_and_the_flag_wins() -> None:
         (["--authentication-token-webhook-cache-ttl=2h"], "outside the valid range 0s to 1h"),
         (["--authorization-always-allow-paths=healthz"], "'healthz' is not a path"),
         (["--authorization-always-allow-paths=/a*b"], "'/a*b' is not a path"),
-        (["--tls-min-version=VersionTLS11"], "'VersionTLS11' is not one of VersionTLS12, VersionTLS13"),
+        (
+            ["--tls-min-version=VersionTLS14"],
+            "'VersionTLS14' is not one of VersionTLS10, VersionTLS11, VersionTLS12, VersionTLS13",
+        ),
+        (
+            ["--tls-cipher-suites=TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256,ECDHE-RSA-AES128-GCM-SHA256"],
+            "--tls-cipher-suites (or GPUSCALE_ADAPTER_TLS_CIPHER_SUITES): cipher suite ECDHE-RSA-AES128-GCM-SHA256 is "
+            "not supported or does not exist",
+        ),
         (["--v=11"], "outside the valid range 0 to 10"),
         (["--no-such-flag=1"], "unknown flag or argument: --no-such-flag=1"),
         (["stray"], "unknown flag or argument: stray"),

@@ -98,10 +98,16 @@ def test_it_ends_as_the_unprivileged_user_the_adapter_runs_as() -> None:
     assert adapter["spec"]["template"]["spec"]["securityContext"]["runAsUser"] == int(uid)
 
 
-def test_the_default_command_and_the_manifests_commands_are_console_scripts() -> None:
-    cmd = DOCKERFILE.stages[-1].all("CMD")[-1].args
-    assert cmd[0] in PROJECT["scripts"]
-    assert not DOCKERFILE.stages[-1].all("ENTRYPOINT"), "the manifests pick the component with command:"
+def test_the_entry_point_and_the_manifests_commands_are_console_scripts() -> None:
+    runtime = DOCKERFILE.stages[-1]
+    [entrypoint] = runtime.all("ENTRYPOINT")
+    assert entrypoint.args == ["gpuscale"]
+    assert PROJECT["scripts"]["gpuscale"] == "common.entrypoint:main"
+    # no CMD: a container given no arguments runs the entry point alone (the collector, as dcgm-exporter's does)
+    assert not runtime.all("CMD")
+    # prometheus-adapter's binary, for a spec that names it as its command
+    links = [i.args for i in runtime.all("RUN") if i.args[:2] == ["ln", "-s"]]
+    assert links == [["ln", "-s", "$(command -v gpuscale-adapter)", "/adapter"]]
     used = {
         c["command"][0]
         for w in (*render(BASE).all("Deployment"), *render(BASE).all("DaemonSet"))
