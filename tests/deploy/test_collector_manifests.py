@@ -153,13 +153,16 @@ def test_shared_gpus_adds_host_pid_and_the_host_proc_and_nothing_else() -> None:
     assert stripped == base
 
 
-def test_rbac_reads_pods_and_nothing_else() -> None:
+def test_rbac_reads_pods_and_resource_slices_and_nothing_else() -> None:
     rendered = render(BASE)
     account = daemonset()["spec"]["template"]["spec"]["serviceAccountName"]
     assert rendered.one("ServiceAccount", account)["metadata"]["namespace"] == NAMESPACE
     for verb in ("get", "list", "watch"):
         assert rbac.allowed(rendered, account, NAMESPACE, verb, "", "pods", None), verb
+    for verb in ("list", "watch"):  # --kubernetes-enable-dra: which GPU a DRA device is
+        assert rbac.allowed(rendered, account, NAMESPACE, verb, "resource.k8s.io", "resourceslices", None), verb
     assert rbac.rules_of(rendered, account, NAMESPACE) == [
-        {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]}
+        {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]},
+        {"apiGroups": ["resource.k8s.io"], "resources": ["resourceslices"], "verbs": ["list", "watch"]},
     ]
     assert rbac.bound_system_roles(rendered, account, NAMESPACE) == set()
