@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import itertools
 import re
+import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 import yaml
 
 from .errors import ConfigError
+from .load_file import LoadFile
 from .simulated import LoadCurve, SimulatedNvml, default_load
 
 
@@ -25,9 +28,11 @@ class SimulationSpec:
     load: {0: [[0, 0.05], [20, 0.95], [60, 0.95], [70, 0.05]]}   # GPU index → [seconds, load] points
     repeat: 90                              # the script starts over after this many seconds (optional)
     period: 0.5                             # busy for load x period of every period; or {GPU index: seconds}
+    load_file: loads.yaml                   # {GPU index: load} that another program rewrites (collector/load_file.py)
     ```
     GPUs without a script follow ``default_load``; load between points is interpolated linearly. Without a period
-    a GPU is evenly busy at its load.
+    a GPU is evenly busy at its load. A ``load_file`` (relative to the spec's directory) overrides the script for
+    the GPUs it names, from the moment each rewrite is seen.
     """
 
     gpus: int
@@ -36,6 +41,7 @@ class SimulationSpec:
     load: dict[int, list[tuple[float, float]]] = field(default_factory=dict)
     repeat: float | None = None
     period: float | dict[int, float] = 0.0
+    load_file: str | None = None
 
     def curve(self) -> LoadCurve:
         def load(index: int, t: float) -> float:
@@ -54,8 +60,11 @@ class SimulationSpec:
         return load
 
     def build(self, **kwargs: Any) -> SimulatedNvml:
+        curve = self.curve()
+        if self.load_file is not None:
+            curve = LoadFile(Path(self.load_file), self.gpus, curve, clock=kwargs.get("clock", time.monotonic))
         return SimulatedNvml(
-            self.gpus, load=self.curve(), mig=self.mig, processes=self.processes, period=self.period, **kwargs
+            self.gpus, load=curve, mig=self.mig, processes=self.processes, period=self.period, **kwargs
         )
 
 
@@ -67,9 +76,11 @@ def parse_spec(data: Any, source: str) -> SimulationSpec:
 
     if not isinstance(data, dict):
         raise fail("expected a mapping with 'gpus'")
-    unknown = set(data) - {"gpus", "mig", "processes", "load", "repeat", "period"}
+    unknown = set(data) - {"gpus", "mig", "processes", "load", "repeat", "period", "load_file"}
     if unknown:
-        raise fail(f"unknown key {sorted(unknown)[0]!r}; expected gpus, mig, processes, load, repeat, period")
+        raise fail(
+            f"unknown key {sorted(unknown)[0]!r}; expected gpus, mig, processes, load, repeat, period, load_file"
+        )
     gpus = data.get("gpus")
     if not isinstance(gpus, int) or not 1 <= gpus <= 64:
         raise fail(f"'gpus' must be a whole number from 1 to 64, got {gpus!r}")
@@ -102,8 +113,17 @@ def parse_spec(data: Any, source: str) -> SimulationSpec:
     repeat = data.get("repeat")
     if repeat is not None and (not isinstance(repeat, int | float) or repeat <= 0):
         raise fail(f"'repeat' must be a positive number of seconds, got {repeat!r}")
+    load_file = data.get("load_file")
+    if load_file is not None and (not isinstance(load_file, str) or not load_file):
+        raise fail(f"'load_file' must be a file name, got {load_file!r}")
     return SimulationSpec(
-        gpus, mig, processes, load, float(repeat) if repeat else None, _period(data.get("period"), fail, gpu_key)
+        gpus,
+        mig,
+        processes,
+        load,
+        float(repeat) if repeat else None,
+        _period(data.get("period"), fail, gpu_key),
+        load_file,
     )
 
 
@@ -132,4 +152,7 @@ def load_spec(path: str) -> SimulationSpec:
         raise ConfigError(f"simulation spec {path} does not exist") from None
     except (OSError, yaml.YAMLError) as e:
         raise ConfigError(f"simulation spec {path} cannot be read: {e}") from e
-    return parse_spec(data, path)
+    spec = parse_spec(data, path)
+    if spec.load_file is not None:
+        spec = replace(spec, load_file=str(Path(path).parent / spec.load_file))  # an absolute name stays as it is
+    return spec
