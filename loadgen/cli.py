@@ -6,7 +6,9 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
+from .duty_file import DutyFile
 from .errors import LoadError
 from .runner import LoadSpec, run_load
 from .validate import read_gpu_series, validate
@@ -47,6 +49,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="run a load and print progress")
     add_load_arguments(run)
+    run.add_argument("--duty-file", type=Path, help="read the duty (0 to 1) from this file at every period, "
+                     "whenever it changes: another program steers the load (instead of --duty)")  # fmt: skip
     check = sub.add_parser("validate", help="run a load and check the collector's series follow it")
     add_load_arguments(check)
     check.add_argument("--metrics-url", default="http://127.0.0.1:9400/metrics", help="the collector's /metrics")
@@ -54,7 +58,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     args = parser.parse_args(argv)
     try:
         if args.command == "run":
-            print(json.dumps(run_load(spec_from(args), progress=sys.stderr)))
+            duty = DutyFile(args.duty_file) if args.duty_file else None
+            print(json.dumps(run_load(spec_from(args), progress=sys.stderr, duty=duty)))
         else:
             try:
                 read_gpu_series(args.metrics_url, str(args.gpu))

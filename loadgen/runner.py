@@ -21,8 +21,12 @@ class LoadSpec:
 
 
 def run_load(
-    spec: LoadSpec, progress: TextIO | None = None, stop: Callable[[], bool] = lambda: False
+    spec: LoadSpec,
+    progress: TextIO | None = None,
+    stop: Callable[[], bool] = lambda: False,
+    duty: Callable[[], float] | None = None,
 ) -> dict[str, Any]:
+    """``duty``, when given, is asked at every period instead of ``spec.duty`` (``--duty-file``)."""
     kind = KINDS[spec.kind]
     torch, device = open_device(kind, spec.size, spec.gpu)
     step = kind.build(torch, device, spec.size)
@@ -37,7 +41,8 @@ def run_load(
         if now - started >= spec.seconds:
             break
         period_start = now
-        while time.monotonic() - period_start < spec.duty * spec.period:
+        busy_for = (spec.duty if duty is None else duty()) * spec.period
+        while time.monotonic() - period_start < busy_for:
             step()
             torch.cuda.synchronize(device)
             steps += 1
