@@ -10,6 +10,7 @@ import signal
 import sys
 from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from aiohttp import web
@@ -30,6 +31,7 @@ from .server import create_app
 from .settings import FLAGS, Settings, parse_settings
 from .simulated import SimulatedNvml
 from .simulation_spec import load_spec
+from .web.serving import WebServing
 
 log = logging.getLogger("collector")
 
@@ -142,6 +144,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     for flag in _needing_kubernetes(settings):
         log.warning("%s has no effect without --kubernetes (-k): it labels the pods found through the kubelet", flag)
     try:
+        serving = WebServing(Path(settings.web_config_file)) if settings.web_config_file else None
         nvml, simulated = choose_nvml(settings)
         node = build_node(settings, nvml, simulated)
     except ConfigError as e:
@@ -149,7 +152,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         sys.exit(2)
     signal.signal(signal.SIGHUP, lambda *_: node.collection.request_reload())
     node.start()
-    app = create_app(node.collection)
+    app = create_app(node.collection, middlewares=[serving.middleware] if serving else [])
+    ssl_context = serving.ssl_context if serving else None
     for watch in (node.directory, node.slices):
         if watch is not None:
             app.cleanup_ctx.append(_background(watch.run))
@@ -158,8 +162,14 @@ def main(argv: Sequence[str] | None = None) -> None:
             app,
             host=settings.host or None,
             port=settings.port,
-            print=lambda *_: log.info("serving /metrics on %s:%d", settings.host or "*", settings.port),
+            print=lambda *_: log.info(
+                "serving /metrics on %s://%s:%d",
+                "https" if ssl_context else "http",
+                settings.host or "*",
+                settings.port,
+            ),
             access_log=None,
+            ssl_context=ssl_context,
         )
     finally:
         node.stop()

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from aiohttp import web
+from aiohttp.typedefs import Middleware
 
 from .collection import Collection
 from .exposition import OPENMETRICS_CONTENT_TYPE, TEXT_CONTENT_TYPE, wants_openmetrics
@@ -28,8 +31,10 @@ async def index(request: web.Request) -> web.Response:
     )
 
 
-def create_app(collection: Collection) -> web.Application:
-    app = web.Application()
+def create_app(collection: Collection, middlewares: Iterable[Middleware] = ()) -> web.Application:
+    """``middlewares``: what every request passes through first (the web configuration file's TLS client names, rate
+    limit, headers and basic auth)."""
+    app = web.Application(middlewares=middlewares)
     app[COLLECTION] = collection
     app.router.add_get("/metrics", metrics)
     app.router.add_get("/health", health)

@@ -103,8 +103,9 @@ FLAGS = FlagTable(
              help="log at debug level"),
         flag("--log-format", field="log_format", parse=choice("text", "json"), default="text",
              env=("DCGM_EXPORTER_LOG_FORMAT",), help="log format"),
-        flag("--web-config-file", parse=optional_text, env=("DCGM_EXPORTER_WEB_CONFIG_FILE",),
-             help="Prometheus web-config file (TLS and basic auth on /metrics)"),
+        flag("--web-config-file", field="web_config_file", parse=optional_text, env=("DCGM_EXPORTER_WEB_CONFIG_FILE",),
+             help="Prometheus exporter-toolkit web configuration file: TLS, client certificates, basic auth, headers "
+             "and a rate limit on every endpoint; re-read when it or a file it names changes"),
         # dcgm-exporter's flags this collector does not act on: accepted so that its manifests keep working, and
         # each one given is named at start with the reason
         flag("--kubernetes-gpu-id-type", parse=choice("uid", "device-name"),
@@ -162,6 +163,7 @@ class Settings:
     fallback_simulated_gpus: int = FLAGS.default("fallback-simulated-gpus")
     debug: bool = FLAGS.default("debug")
     log_format: str = FLAGS.default("log-format")
+    web_config_file: str | None = FLAGS.default("web-config-file")
     node_name: str = ""  # $NODE_NAME from the downward API, else the host name
     ignored: tuple[str, ...] = ()
 
@@ -188,11 +190,6 @@ def parse_settings(argv: Sequence[str] | None = None, env: Mapping[str, str] | N
     env = os.environ if env is None else env
     try:
         values = FLAGS.read(sys.argv[1:] if argv is None else argv, env)
-        if values["web-config-file"]:
-            raise FLAGS.fail(
-                "web-config-file", "TLS and basic auth on /metrics are not supported yet; serve it plainly "
-                "inside the cluster network or put a proxy in front"
-            )  # fmt: skip
     except FlagError as e:
         FLAGS.parser().error(str(e))
     return Settings(**values.fields(), node_name=env.get("NODE_NAME") or socket.gethostname(), ignored=values.ignored)
