@@ -46,7 +46,7 @@ def device_series(readings: Iterable[DeviceReading], replace_blanks: bool = Fals
     out = []
     for r in readings:
         base = gpu_labels(r.gpu, replace_blanks)
-        out.append(Series(base, r.values, labelled=r.labelled))
+        out.append(Series(base, r.values))
         out.extend(Series(instance_labels(base, i.instance), i.values) for i in r.instances)
     return out
 
