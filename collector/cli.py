@@ -18,8 +18,13 @@ from aiohttp import web
 from .attribution import Attribution
 from .cgroups import CgroupReader
 from .collection import Collection
+from .counters_configmap import ConfigMapCounters
+from .counters_source import DCGM_EXPORTER_DEFAULT, CountersSource, counters_file
+from .debug_dump import Dumper
 from .errors import ConfigError
+from .gpu_watch import BindWatch, GpuPresence, SysfsGpus
 from .hpc_jobs import HpcJobs
+from .legacy_names import OLD_NAMESPACE_LABELS
 from .nvml_api import Nvml
 from .nvml_reader import NvmlReader
 from .pod_directory import KubePodDirectory, PodDirectory
@@ -106,17 +111,27 @@ class Node:
                 part.stop()
 
 
-def build_node(settings: Settings, nvml: Nvml, simulated: bool, directory: PodDirectory | None = None) -> Node:
-    """The collection, and with -k the pod mapping: pod-resources watcher, process sampler, pod directory."""
-    common = (("Hostname", settings.hostname),) if settings.hostname else ()
+def build_node(
+    settings: Settings,
+    nvml: Nvml,
+    simulated: bool,
+    directory: PodDirectory | None = None,
+    counters: CountersSource | None = None,
+) -> Node:
+    """The collection, and with -k the pod mapping: pod-resources watcher, process sampler, pod directory.
+    ``counters``: where the counters come from (``counters_source``); the counters file of ``settings`` if None."""
+    common = ((settings.hostname_label, settings.hostname),) if settings.hostname else ()
+    counters = counters or counters_file(settings.collectors)
+    label_names = OLD_NAMESPACE_LABELS if settings.old_namespace else None
     slow_every = max(1, round(settings.slow_interval / settings.interval))
     reader = NvmlReader(nvml, slow_every=slow_every, interval=settings.interval)
 
     hpc_jobs = HpcJobs(settings.hpc_job_mapping_dir) if settings.hpc_job_mapping_dir else None
 
     def collection(attribution: Attribution | None = None) -> Collection:
-        return Collection(reader, settings.collectors, interval=settings.interval, common_labels=common,
+        return Collection(reader, counters, interval=settings.interval, common_labels=common,
                           replace_blanks=settings.replace_blanks, help_prefix=SIMULATED_HELP if simulated else "",
+                          label_names=label_names,
                           attribution=attribution, hpc_jobs=hpc_jobs)  # fmt: skip
 
     if not settings.kubernetes:
@@ -143,20 +158,25 @@ def main(argv: Sequence[str] | None = None) -> None:
         log.info("%s is accepted and has no effect: %s", flag, FLAGS.flags[flag[2:]].ignored)
     for flag in _needing_kubernetes(settings):
         log.warning("%s has no effect without --kubernetes (-k): it labels the pods found through the kubelet", flag)
+    if settings.remote_hostengine:
+        log.info("%s", _remote_hostengine_note(settings))
     try:
         serving = WebServing(Path(settings.web_config_file)) if settings.web_config_file else None
         nvml, simulated = choose_nvml(settings)
-        node = build_node(settings, nvml, simulated)
+        counters = counters_source(settings)
+        node = build_node(settings, nvml, simulated, counters=counters)
     except ConfigError as e:
         print(f"gpuscale-collector: error: {e}", file=sys.stderr)
         sys.exit(2)
-    signal.signal(signal.SIGHUP, lambda *_: node.collection.request_reload())
+    signal.signal(signal.SIGHUP, lambda *_: _reload(node, counters))
     node.start()
     app = create_app(node.collection, middlewares=[serving.middleware] if serving else [])
     ssl_context = serving.ssl_context if serving else None
     for watch in (node.directory, node.slices):
         if watch is not None:
             app.cleanup_ctx.append(_background(watch.run))
+    for run in compat_tasks(settings, node, counters, nvml, app):
+        app.cleanup_ctx.append(_background(run))
     try:
         web.run_app(
             app,
@@ -197,3 +217,61 @@ def _background(run: Callable[[], Coroutine[Any, Any, None]]) -> Callable[[web.A
             await task
 
     return context
+
+
+# -- dcgm-exporter's other ways to run: counters from a ConfigMap, GPU bind/unbind, debug dumps -----------------
+
+
+def counters_source(settings: Settings, default_path: str = DCGM_EXPORTER_DEFAULT) -> CountersSource:
+    """``-m``'s ConfigMap (read once here: the process does not start without it), else the counters file."""
+    if settings.configmap is None:
+        return counters_file(settings.collectors, default_path)
+    if settings.collectors:
+        log.info("counters from ConfigMap %s (-m); -f %s is not read", settings.configmap, settings.collectors)
+    source = ConfigMapCounters(settings.configmap, settings.kubeconfig, settings.configmap_refresh)
+    source.read_first()
+    return source
+
+
+def compat_tasks(
+    settings: Settings, node: Node, counters: CountersSource, nvml: Nvml, app: web.Application
+) -> list[Callable[[], Coroutine[Any, Any, None]]]:
+    """The background tasks of -m, --enable-gpu-bind-unbind-watch and --dump-enabled (the dumps also hook into
+    every response, to dump what a scrape was served)."""
+    tasks: list[Callable[[], Coroutine[Any, Any, None]]] = []
+    if isinstance(counters, ConfigMapCounters):
+        tasks.append(counters.run)
+    if settings.bind_watch:
+        presence: GpuPresence = nvml if isinstance(nvml, SimulatedNvml) else SysfsGpus()
+        tasks.append(BindWatch(presence, node.collection.request_rescan, settings.bind_poll_interval).run)
+    if settings.dump_enabled:
+        reader = node.collection.reader
+        dumper = Dumper(
+            Path(settings.dump_directory), settings.dump_retention, settings.dump_compression,
+            devices=lambda: (reader.driver_version, reader.gpus),
+        )  # fmt: skip
+        log.info("debug dumps enabled (--dump-enabled): a scrape of a new collection writes two files to %s",
+                 dumper.describe())  # fmt: skip
+        app.on_response_prepare.append(dumper.on_response(lambda: (node.collection.latest.families,
+                                                                   node.collection.latest.taken_at)))  # fmt: skip
+        tasks.append(dumper.run)
+    return tasks
+
+
+def _reload(node: Node, counters: CountersSource) -> None:
+    """SIGHUP: the counters again (a ConfigMap is read again first) and every watched file."""
+    if isinstance(counters, ConfigMapCounters):
+        counters.request_refresh()
+    node.collection.request_reload()
+
+
+def _remote_hostengine_note(settings: Settings) -> str:
+    """What -r does here, truly: it names the host, it does not choose which GPUs are read."""
+    read = (
+        f"-r {settings.remote_hostengine}: GPUs are read through this machine's NVML, not from a DCGM host engine there"
+    )
+    if settings.hostname is None:
+        return f"{read}; no host label (-n)"
+    if settings.kubernetes:
+        return f"{read}; with -k the {settings.hostname_label} label stays the node name, as in dcgm-exporter"
+    return f"{read}; the {settings.hostname_label} label is {settings.hostname!r}, as dcgm-exporter sets it"

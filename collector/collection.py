@@ -9,16 +9,14 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 from common.backoff import Backoff
-from common.watched_file import WatchedFiles
 
-from . import counters as counters_file
 from .attribution import Attribution
 from .counters import Counters
+from .counters_source import CountersFile, CountersSource
 from .errors import ConfigError, NvmlUnavailable
 from .exposition import Family, Labels, render_openmetrics, render_text
 from .hpc_jobs import HpcJobs
@@ -63,25 +61,28 @@ class Collection:
     def __init__(
         self,
         reader: NvmlReader,
-        counters_path: str | None,
+        counters: CountersSource | str | None,
         *,
         interval: float = 1.0,
         common_labels: Labels = (),
         replace_blanks: bool = False,
         help_prefix: str = "",
+        label_names: Mapping[str, str] | None = None,
         attribution: Attribution | None = None,
         hpc_jobs: HpcJobs | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         """``reader`` is opened by the first cycle (again after NVML restarts) and closed by ``stop``.
-        ``attribution`` attaches pods to the readings and adds its own self-metrics; without it, series name GPUs only.
+        ``counters``: where the counters come from, or a counters file's path (None: the built-in file).
+        ``label_names`` renames labels of GPU series (``-o``). ``attribution`` attaches pods to the readings and
+        adds its own self-metrics; without it, series name GPUs only.
         ``hpc_jobs`` labels the series of GPUs that batch jobs hold (``--hpc-job-mapping-dir``).
         """
         self._hpc_jobs = hpc_jobs
         self._reader = reader
-        self._counters_path = counters_path
-        self.counters: Counters = counters_file.load(counters_path)
-        self._counters_file = WatchedFiles(Path(counters_path) if counters_path else None)
+        self._source = counters if counters is not None and not isinstance(counters, str) else CountersFile(counters)
+        self.counters: Counters = self._source.load()
+        self._label_names = label_names
         self.interval = interval
         self._common = common_labels
         self._replace_blanks = replace_blanks
@@ -93,12 +94,18 @@ class Collection:
         self._all_lost_cycles = 0
         self._retry = Backoff(1.0, _MAX_RETRY_SECONDS, jitter=lambda: 0.0)  # one collector per node: no herd
         self._reload_requested = threading.Event()
+        self._rescan = ""  # why the GPUs must be enumerated again; empty: they need not
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.health = Health(False, "no collection has run yet")
         self.latest = Exposition((), 0.0)
         for warning in self.counters.warnings:
             log.warning("%s", warning)
+
+    @property
+    def reader(self) -> NvmlReader:
+        """The NVML reader the cycles use (for what reports on the GPUs it has open)."""
+        return self._reader
 
     # -- lifecycle -------------------------------------------------------------------------------------------
 
@@ -111,6 +118,10 @@ class Collection:
         if self._thread is not None:
             self._thread.join(timeout=10)
         self._reader.close()
+
+    def request_rescan(self, why: str) -> None:
+        """Enumerate the GPUs again at the start of the next cycle (GPUs bound or unbound); safe from any thread."""
+        self._rescan = why
 
     def request_reload(self) -> None:
         """Safe to call from a signal handler: the reload happens at the start of the next cycle."""
@@ -127,6 +138,11 @@ class Collection:
     def run_once(self) -> float:
         """Run one cycle and publish its result; returns how long to wait before the next one."""
         self._maybe_reload()
+        if self._rescan and self._open:
+            log.info("%s: enumerating the GPUs again", self._rescan)
+            self._reader.close()
+            self._open = False
+        self._rescan = ""
         if not self._open and not self._start_nvml():
             self._publish([])
             return self._retry.next()
@@ -144,6 +160,7 @@ class Collection:
             self._common,
             {"DCGM_FI_DRIVER_VERSION": self._reader.driver_version},
             self._help_prefix,
+            self._label_names,
         )
         self.stats.record_cycle(
             duration=time.perf_counter() - wall,
@@ -202,18 +219,23 @@ class Collection:
     # -- configuration ---------------------------------------------------------------------------------------
 
     def _maybe_reload(self) -> None:
-        changed = self._counters_file.changed()  # a ConfigMap update swaps a symlink: the inode changes too
+        changed = self._source.changed()
         if not (self._reload_requested.is_set() or changed):
             return
         self._reload_requested.clear()
         try:
-            loaded = counters_file.load(self._counters_path)
+            loaded = self._source.load()
         except ConfigError as e:
             self.stats.reload_errors += 1
-            log.error("counters file not reloaded, the previous configuration stays: %s", e)
+            log.error("counters not reloaded, the previous configuration stays: %s", e)
             return
         for warning in loaded.warnings:
             log.warning("%s", warning)
         self.counters = loaded
         self.stats.reloads += 1
-        log.info("counters file reloaded: %d fields, %d labels", len(loaded.counters), len(loaded.labels))
+        log.info(
+            "counters reloaded from %s: %d fields, %d labels",
+            self._source.description,
+            len(loaded.counters),
+            len(loaded.labels),
+        )

@@ -3,7 +3,8 @@
 One field a line, ``FIELD, type, help``; ``#`` starts a comment; spaces around fields are ignored. Types are
 ``gauge``, ``counter`` and ``label`` (a label field becomes a label on every series); ``histogram`` and ``summary``
 are accepted and served as gauges, as dcgm-exporter does. A field this collector cannot serve is a warning that
-names the line, so a user's existing file keeps working.
+names the line, so a user's existing file keeps working. A field may be named by its dcgm-exporter 1.x name
+(``dcgm_gpu_temp``, ``legacy_names.py``): the series then carries that name, as in dcgm-exporter.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from pathlib import Path
 
 from .errors import ConfigError
 from .fields import FIELDS, LABEL_FIELDS, MetricType
+from .legacy_names import LEGACY_FIELDS
 
 DEFAULT_FILE = "default-counters.csv"
 _TYPES: dict[str, MetricType | None] = {
@@ -32,6 +34,11 @@ class Counter:
     field: str
     type: MetricType
     help: str
+    name: str = ""  # the series name when the file names the field otherwise (a 1.x name such as dcgm_gpu_temp)
+
+    @property
+    def series(self) -> str:
+        return self.name or self.field
 
 
 @dataclass(frozen=True)
@@ -72,21 +79,22 @@ def parse(text: str, source: str) -> Counters:
             raise ConfigError(
                 f"{source}:{lineno}: unknown type {record[1]!r} for {name}; expected one of {', '.join(sorted(_TYPES))}"
             )
-        if name in seen:
+        field = LEGACY_FIELDS.get(name, name)
+        if field in seen:  # as dcgm-exporter: one series per field, the first line that names it
             warnings.append(f"{source}:{lineno}: {name} is listed again; the first entry is used")
             continue
         metric_type = _TYPES[type_name]
         if metric_type is None:
-            if name not in LABEL_FIELDS:
+            if field not in LABEL_FIELDS:
                 warnings.append(f"{source}:{lineno}: {name} cannot be a label here; skipped")
                 continue
-            labels.append(name)
-        elif name in FIELDS:
-            counters.append(Counter(name, metric_type, help_text))
+            labels.append(field)
+        elif field in FIELDS:
+            counters.append(Counter(field, metric_type, help_text, "" if field == name else name))
         else:
             warnings.append(f"{source}:{lineno}: {name} is not a field this collector serves; skipped")
             continue
-        seen.add(name)
+        seen.add(field)
     if not counters:
         raise ConfigError(f"{source}: no field this collector serves is listed; nothing would be exported")
     return Counters(tuple(counters), tuple(labels), tuple(warnings), source)

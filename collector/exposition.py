@@ -2,7 +2,8 @@
 
 A renderer of our own because dcgm-exporter's counters have no ``_total`` suffix and dashboards query the bare
 names; prometheus_client would rename them. In the text format they stay ``counter``; OpenMetrics requires
-``_total`` on counter samples, so there such families are typed ``unknown`` under their bare names.
+``_total`` on counter samples, so there such families are typed ``unknown`` under their bare names. That is why the
+text format is served to every client that accepts it (``wants_openmetrics``), as dcgm-exporter serves it.
 """
 
 from __future__ import annotations
@@ -76,5 +77,34 @@ def render_openmetrics(families: Iterable[Family]) -> bytes:
     return "".join(out).encode()
 
 
+_TEXT_MEDIA = frozenset({"text/plain", "text/*", "*/*"})
+
+
 def wants_openmetrics(accept: str) -> bool:
-    return "application/openmetrics-text" in accept
+    """Whether to answer in OpenMetrics: only when the ``Accept`` header allows OpenMetrics and no text format.
+
+    OpenMetrics adds nothing these series use (no exemplars, no created timestamps) and costs the bare-named
+    counters their type; Prometheus asks for OpenMetrics first but accepts ``text/plain``, so it gets the text
+    format and stores DCGM counters as counters. A media range with ``q=0`` is refused, as RFC 9110 says.
+    """
+    openmetrics = False
+    for part in accept.split(","):
+        media, *params = part.split(";")
+        media = media.strip().lower()
+        if _quality(params) <= 0:
+            continue
+        if media in _TEXT_MEDIA:
+            return False
+        openmetrics = openmetrics or media == "application/openmetrics-text"
+    return openmetrics
+
+
+def _quality(params: list[str]) -> float:
+    for param in params:
+        key, _, value = param.partition("=")
+        if key.strip().lower() == "q":
+            try:
+                return float(value)
+            except ValueError:
+                return 0.0  # a malformed weight accepts nothing
+    return 1.0

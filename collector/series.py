@@ -57,10 +57,12 @@ def gpu_families(
     common: Labels,
     label_values: Mapping[str, str],
     help_prefix: str = "",
+    label_names: Mapping[str, str] | None = None,
 ) -> list[Family]:
-    """One family per counter that at least one series has a value for; a field no GPU supports is absent."""
+    """One family per counter that at least one series has a value for; a field no GPU supports is absent.
+    ``label_names`` renames labels (``-o``: dcgm-exporter 1.x's ``uuid``, ``pod_name``, ...)."""
     extra = common + tuple((name, label_values.get(name, "")) for name in counters.labels)
-    labelled = [(_merged(s.entity + extra, s.owner), s.values) for s in series]
+    labelled = [(_renamed(_merged(s.entity + extra, s.owner), label_names), s.values) for s in series]
     families = []
     for counter in counters.counters:
         if counter.field == XID_FIELD:
@@ -72,7 +74,7 @@ def gpu_families(
         else:
             samples = tuple((labels, values[counter.field]) for labels, values in labelled if counter.field in values)
         if samples:
-            families.append(Family(counter.field, counter.type, help_prefix + counter.help, samples))
+            families.append(Family(counter.series, counter.type, help_prefix + counter.help, samples))
     return families
 
 
@@ -83,3 +85,13 @@ def _merged(named: Labels, owner: Labels) -> Labels:
         return named
     taken = {k for k, _ in named}
     return named + tuple((k, v) for k, v in owner if k not in taken)
+
+
+def _renamed(labels: Labels, names: Mapping[str, str] | None) -> Labels:
+    """``labels`` with names replaced as ``names`` says; a name that then repeats keeps its first value only."""
+    if not names:
+        return labels
+    out: dict[str, str] = {}
+    for k, v in labels:
+        out.setdefault(names.get(k, k), v)
+    return tuple(out.items())

@@ -13,12 +13,14 @@ import socket
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from importlib import metadata
 
 from common.flags import (
     FlagError,
     FlagTable,
     boolean,
     choice,
+    duration,
     flag,
     integer,
     milliseconds,
@@ -26,6 +28,7 @@ from common.flags import (
     string_list,
 )
 
+from .counters_configmap import ConfigMapRef, parse_configmap_ref
 from .pod_labels import Pattern, parse_allowlist
 
 
@@ -37,8 +40,28 @@ def parse_address(text: str) -> tuple[str, int]:
     return host.strip("[]"), integer(1, 65535)(port_text)
 
 
+def remote_host(text: str) -> str:
+    """The host of ``-r <host>:<port>`` (``[::1]:5555`` → ``::1``); the whole text when it does not split into a
+    host and a port, as dcgm-exporter reads it (Go's net.SplitHostPort, falling back to the text)."""
+    colon = text.rfind(":")
+    if colon < 0:
+        return text
+    if text.startswith("["):
+        end = text.find("]")
+        return text[1:end] if end + 1 == colon else text
+    host = text[:colon]
+    return text if ":" in host or "[" in host or "]" in host else host
+
+
+def _version() -> str:
+    try:
+        return metadata.version("gpuscale")
+    except metadata.PackageNotFoundError:  # run from a source tree that was never installed
+        return "unknown"
+
+
 _DCGM = "configures DCGM itself, which is not used: GPUs are read through NVML"
-_NOT_YET = "not implemented yet; the output is as without it"
+_NO_DCGM_LOG = "no DCGM library is loaded, so there is no DCGM log to write; --debug sets this collector's own log"
 
 FLAGS = FlagTable(
     "gpuscale-collector",
@@ -46,7 +69,18 @@ FLAGS = FlagTable(
     "GPUSCALE_COLLECTOR_",
     [
         flag("-f", "--collectors", field="collectors", parse=optional_text, env=("DCGM_EXPORTER_COLLECTORS",),
-             help="counters file (dcgm-exporter CSV format); the built-in file when unset"),
+             help="counters file (dcgm-exporter CSV format); when unset, /etc/dcgm-exporter/default-counters.csv "
+             "if that file exists (dcgm-exporter's default), else the built-in file"),
+        flag("-m", "--configmap-data", field="configmap", parse=parse_configmap_ref, default="none",
+             env=("DCGM_EXPORTER_CONFIGMAP_DATA",), help="read the counters from the 'metrics' key of the "
+             "ConfigMap <namespace>:<name> through the Kubernetes API instead of a file (needs 'get' on it); "
+             "'none': from the file"),
+        flag("--configmap-refresh", field="configmap_refresh", parse=milliseconds(0, 86_400_000), default="60000",
+             help="how often the -m ConfigMap is read again, in milliseconds (0: only on SIGHUP); a change is "
+             "applied between two collections"),
+        flag("-o", "--use-old-namespace", field="old_namespace", parse=boolean, default="false", switch=True,
+             env=("DCGM_EXPORTER_USE_OLD_NAMESPACE",), help="dcgm-exporter 1.x label names: uuid instead of UUID, "
+             "pod_name, pod_namespace, container_name instead of pod, namespace, container"),
         flag("-a", "--address", field="address", parse=parse_address, default=":9400",
              env=("DCGM_EXPORTER_LISTEN",), help="listen address <host>:<port>"),
         flag("-c", "--collect-interval", field="interval", parse=milliseconds(100, 3_600_000), default="1000",
@@ -88,6 +122,13 @@ FLAGS = FlagTable(
         flag("--nvidia-resource-names", field="resource_names", parse=string_list, default="",
              env=("NVIDIA_RESOURCE_NAMES",), help="extra comma-separated resource names that carry GPUs "
              "(nvidia.com/gpu, nvidia.com/gpu.shared and nvidia.com/mig-* are always recognised)"),
+        flag("-r", "--remote-hostengine-info", field="remote_hostengine", parse=optional_text,
+             env=("DCGM_REMOTE_HOSTENGINE_INFO",), help="dcgm-exporter's remote DCGM host engine <host>:<port>; "
+             "GPUs are still read through this machine's NVML, and without -k the host label is <host>, as "
+             "dcgm-exporter sets it"),
+        flag("--hostname-label", field="hostname_label", parse=choice("Hostname", "hostname"), default="Hostname",
+             help="name of the label that carries the host name: Hostname (dcgm-exporter up to 4.8) or hostname "
+             "(its spelling after that)"),
         flag("-n", "--no-hostname", field="no_hostname", parse=boolean, default="false", switch=True,
              env=("DCGM_EXPORTER_NO_HOSTNAME",), help="leave out the Hostname label"),
         flag("-rbmn", "--replace-blanks-in-model-name", field="replace_blanks", parse=boolean, default="false",
@@ -103,6 +144,21 @@ FLAGS = FlagTable(
              help="log at debug level"),
         flag("--log-format", field="log_format", parse=choice("text", "json"), default="text",
              env=("DCGM_EXPORTER_LOG_FORMAT",), help="log format"),
+        flag("--enable-gpu-bind-unbind-watch", field="bind_watch", parse=boolean, default="false", switch=True,
+             env=("DCGM_EXPORTER_ENABLE_GPU_BIND_UNBIND_WATCH",), help="watch for GPUs bound to or unbound from "
+             "the nvidia driver (/sys/bus/pci/drivers/nvidia) and enumerate them again without a restart"),
+        flag("--gpu-bind-unbind-poll-interval", field="bind_poll_interval", parse=duration(0.1, 3600, "100ms to 1h"),
+             default="1s", env=("DCGM_EXPORTER_GPU_BIND_UNBIND_POLL_INTERVAL",),
+             help="how often bound GPUs are listed, as a duration (1s, 500ms)"),
+        flag("--dump-enabled", field="dump_enabled", parse=boolean, default="false", switch=True,
+             env=("DCGM_EXPORTER_DUMP_ENABLED",), help="write a debug dump (the served series and the GPUs read) "
+             "as JSON files on scrapes, as dcgm-exporter does"),
+        flag("--dump-directory", field="dump_directory", default="/tmp/dcgm-exporter-debug",
+             env=("DCGM_EXPORTER_DUMP_DIRECTORY",), help="directory of the debug dumps"),
+        flag("--dump-retention", field="dump_retention", parse=integer(0, 87_600), default="24",
+             env=("DCGM_EXPORTER_DUMP_RETENTION",), help="hours a debug dump is kept (0: never removed)"),
+        flag("--dump-compression", field="dump_compression", parse=boolean, default="true", switch=True,
+             env=("DCGM_EXPORTER_DUMP_COMPRESSION",), help="gzip the debug dumps"),
         flag("--web-config-file", field="web_config_file", parse=optional_text, env=("DCGM_EXPORTER_WEB_CONFIG_FILE",),
              help="Prometheus exporter-toolkit web configuration file: TLS, client certificates, basic auth, headers "
              "and a rate limit on every endpoint; re-read when it or a file it names changes"),
@@ -113,27 +169,32 @@ FLAGS = FlagTable(
              ignored="GPU UUIDs and nvidiaN device names are both recognised"),
         flag("--kubernetes-virtual-gpus", env=("KUBERNETES_VIRTUAL_GPUS",), help="per-pod shared GPUs",
              ignored="shared (time-sliced or MPS) GPUs are always attributed per pod"),
-        flag("-r", "--remote-hostengine-info", env=("DCGM_REMOTE_HOSTENGINE_INFO",), help="", ignored=_DCGM),
-        flag("-o", "--use-old-namespace", env=("DCGM_EXPORTER_USE_OLD_NAMESPACE",), help="", ignored=_NOT_YET),
         flag("-d", "--devices", env=("DCGM_EXPORTER_DEVICES_STR",), help="",
              ignored="every GPU and MIG instance is read"),
-        flag("-s", "--switch-devices", env=("DCGM_EXPORTER_OTHER_DEVICES_STR",), help="", ignored=_DCGM),
-        flag("-p", "--cpu-devices", env=("DCGM_EXPORTER_CPU_DEVICES_STR",), help="", ignored=_DCGM),
-        flag("-m", "--configmap-data", env=("DCGM_EXPORTER_CONFIGMAP_DATA",), help="", ignored=_NOT_YET),
+        flag("-s", "--switch-devices", env=("DCGM_EXPORTER_OTHER_DEVICES_STR",), help="",
+             ignored="it selects NVSwitches, which DCGM reads; this collector reads GPUs only and serves no "
+             "NVSwitch series"),
+        flag("-p", "--cpu-devices", env=("DCGM_EXPORTER_CPU_DEVICES_STR",), help="",
+             ignored="it selects CPUs, which DCGM reads; this collector reads GPUs only and serves no CPU series"),
         flag("-x", "--xid-count-window-size", env=("DCGM_EXPORTER_XID_COUNT_WINDOW_SIZE",), help="",
              ignored=_DCGM),
         flag("--clock-events-count-window-size", env=("DCGM_EXPORTER_CLOCK_EVENTS_COUNT_WINDOW_SIZE",), help="",
              ignored=_DCGM),
-        flag("--enable-dcgm-log", env=("DCGM_EXPORTER_ENABLE_DCGM_LOG",), help="", ignored=_DCGM),
-        flag("--dcgm-log-level", env=("DCGM_EXPORTER_DCGM_LOG_LEVEL",), help="", ignored=_DCGM),
+        flag("--enable-dcgm-log", env=("DCGM_EXPORTER_ENABLE_DCGM_LOG",), help="", ignored=_NO_DCGM_LOG),
+        flag("--dcgm-log-level", env=("DCGM_EXPORTER_DCGM_LOG_LEVEL",), help="", ignored=_NO_DCGM_LOG),
         flag("--fake-gpus", env=("DCGM_EXPORTER_USE_FAKE_GPUS",), help="",
-             ignored="DCGM's fake GPUs; use --simulate-gpus"),
-        flag("--config-file", env=("DCGM_EXPORTER_CONFIG_FILE",), help="", ignored=_DCGM),
-        flag("--web-read-timeout", env=("DCGM_EXPORTER_WEB_READ_TIMEOUT",), help="", ignored=_NOT_YET),
-        flag("--web-write-timeout", env=("DCGM_EXPORTER_WEB_WRITE_TIMEOUT",), help="", ignored=_NOT_YET),
-        flag("--web-systemd-socket", help="", ignored=_NOT_YET),
-        flag("--container-labels", env=("DCGM_EXPORTER_CONTAINER_LABELS",), help="", ignored=_NOT_YET),
+             ignored="it lets DCGM accept its injected test GPUs, and no DCGM is used; --simulate-gpus N serves "
+             "simulated GPUs"),
+        flag("--web-systemd-socket", env=("DCGM_EXPORTER_SYSTEMD_SOCKET",), help="",
+             ignored="systemd socket activation is not supported; the collector listens on --address itself"),
+        flag("--disable-startup-validate", env=("DISABLE_STARTUP_VALIDATE",), help="",
+             ignored="dcgm-exporter checks at start that libdcgm.so.4 is installed; this collector loads no DCGM, "
+             "so there is nothing to skip (NVML is started, and retried, by the collection itself)"),
+        flag("--enable-pprof", env=("DCGM_EXPORTER_ENABLE_PPROF",), help="",
+             ignored="/debug/pprof serves Go runtime profiles and this collector is a Python program; profile it "
+             "from outside with py-spy (py-spy dump --pid <pid>)"),
     ],
+    version=_version(),
 )  # fmt: skip
 
 
@@ -144,6 +205,17 @@ class Settings:
     interval: float = FLAGS.default("collect-interval")
     slow_interval: float = FLAGS.default("slow-fields-interval")
     kubernetes: bool = FLAGS.default("kubernetes")
+    configmap: ConfigMapRef | None = None  # --configmap-data's default, "none"
+    configmap_refresh: float = FLAGS.default("configmap-refresh")
+    old_namespace: bool = FLAGS.default("use-old-namespace")
+    remote_hostengine: str | None = FLAGS.default("remote-hostengine-info")
+    hostname_label: str = FLAGS.default("hostname-label")
+    bind_watch: bool = FLAGS.default("enable-gpu-bind-unbind-watch")
+    bind_poll_interval: float = FLAGS.default("gpu-bind-unbind-poll-interval")
+    dump_enabled: bool = FLAGS.default("dump-enabled")
+    dump_directory: str = FLAGS.default("dump-directory")
+    dump_retention: int = FLAGS.default("dump-retention")
+    dump_compression: bool = FLAGS.default("dump-compression")
     pod_resources_socket: str = FLAGS.default("pod-resources-kubelet-socket")
     pod_resources_refresh: float = FLAGS.default("pod-resources-refresh")
     pod_resources_timeout: float = FLAGS.default("pod-resources-timeout")
@@ -177,8 +249,13 @@ class Settings:
 
     @property
     def hostname(self) -> str | None:
-        """The ``Hostname`` label, as dcgm-exporter sets it."""
-        return None if self.no_hostname else self.node_name
+        """The host label's value, as dcgm-exporter sets it: the node name, or outside Kubernetes the host of
+        ``-r``; None with ``-n``."""
+        if self.no_hostname:
+            return None
+        if self.remote_hostengine and not self.kubernetes:
+            return remote_host(self.remote_hostengine)
+        return self.node_name
 
 
 def build_parser() -> argparse.ArgumentParser:

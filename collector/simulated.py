@@ -17,7 +17,7 @@ import math
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
@@ -60,17 +60,25 @@ def default_load(index: int, t: float) -> float:
     return max(0.0, min(1.0, 0.5 + 0.48 * math.sin(2 * math.pi * t / 120.0 + index * 1.3)))
 
 
+def _always(index: int) -> bool:
+    return True
+
+
 @dataclass(frozen=True)
 class _Device:
     """What a simulated handle names: a GPU, or one MIG GPU instance of it."""
 
     index: int
     gpu_instance: int | None = None
+    # whether GPU ``index`` is bound to the driver now; the handle of one that is not answers GpuIsLost
+    bound: Callable[[int], bool] = field(default=_always, compare=False, repr=False)
 
 
 def _device(handle: Handle) -> _Device:
     if not isinstance(handle, _Device):
         raise pynvml.NVMLError(pynvml.NVML_ERROR_INVALID_ARGUMENT)  # what NVML answers a handle it did not give
+    if not handle.bound(handle.index):
+        raise pynvml.NVMLError(pynvml.NVML_ERROR_GPU_IS_LOST)
     return handle
 
 
@@ -125,10 +133,14 @@ class SimulatedNvml:
         processes: dict[int, dict[int, float]] | None = None,
         wall_clock: Callable[[], float] = time.time,
         period: float | dict[int, float] = 0.0,
+        absent: Callable[[int, float], bool] | None = None,
     ) -> None:
         """``mig``: GPU index → MIG profiles ("1g.18gb") of its instances. ``processes``: GPU index → {pid: share of
         the GPU's time}; such a GPU's load is the sum of the shares, and NVML's per-process samples follow them.
-        ``period``: seconds of one busy-then-idle cycle, for every GPU or per GPU index (0: evenly busy)."""
+        ``period``: seconds of one busy-then-idle cycle, for every GPU or per GPU index (0: evenly busy).
+        ``absent(index, t)``: whether GPU ``index`` is unbound from the driver ``t`` seconds into the simulation.
+        As with the real driver, NVML enumerates the bound GPUs when it starts (``nvmlInit``) and the handle of a
+        GPU unbound since answers GpuIsLost; ``present_gpus`` is what the driver's sysfs directory would list."""
         self._count = count
         self._load = load
         self._period = period
@@ -138,7 +150,9 @@ class SimulatedNvml:
         self._clock = clock
         self._start = clock()
         self._driver = driver_version
-        self._gpus = [_Gpu(_Device(i)) for i in range(count)]
+        self._absent = absent
+        self._gpus = [_Gpu(_Device(i, bound=self._bound)) for i in range(count)]
+        self._enumerated = [i for i in range(count) if self._bound(i)]
 
     def __getattr__(self, name: str) -> Any:
         value = getattr(pynvml, name)
@@ -158,6 +172,13 @@ class SimulatedNvml:
 
     def _now(self) -> float:
         return self._clock() - self._start
+
+    def _bound(self, index: int) -> bool:
+        return self._absent is None or not self._absent(index, self._now())
+
+    def present_gpus(self) -> frozenset[str]:
+        """PCI bus IDs of the GPUs bound to the driver now (``gpu_watch.GpuPresence``)."""
+        return frozenset(_bus_id(i) for i in range(self._count) if self._bound(i))
 
     def load(self, device: _Device, at: float | None = None) -> float:
         """The busy fraction the load curve asks of this GPU (or MIG instance) at ``at`` (default: now)."""
@@ -211,7 +232,7 @@ class SimulatedNvml:
     # -- system and enumeration ------------------------------------------------------------------------------
 
     def nvmlInit(self) -> None:
-        return None
+        self._enumerated = [i for i in range(self._count) if self._bound(i)]
 
     def nvmlShutdown(self) -> None:
         return None
@@ -220,12 +241,14 @@ class SimulatedNvml:
         return self._driver
 
     def nvmlDeviceGetCount(self) -> int:
-        return self._count
+        return len(self._enumerated)
 
     def nvmlDeviceGetHandleByIndex(self, index: int) -> Handle:
-        if not 0 <= index < self._count:
+        if not 0 <= index < len(self._enumerated):
             raise pynvml.NVMLError(pynvml.NVML_ERROR_INVALID_ARGUMENT)
-        return Handle(self._gpus[index].device)
+        handle = Handle(self._gpus[self._enumerated[index]].device)
+        _device(handle)  # a GPU unbound since nvmlInit answers GpuIsLost
+        return handle
 
     def nvmlDeviceGetUUID(self, handle: Handle) -> str:
         return _uuid(_device(handle))
@@ -239,7 +262,7 @@ class SimulatedNvml:
         return _device(handle).index
 
     def nvmlDeviceGetPciInfo(self, handle: Handle) -> PciInfo:
-        return SimpleNamespace(busId=f"00000000:{0x19 + 0x10 * _device(handle).index:02X}:00.0")
+        return SimpleNamespace(busId=_bus_id(_device(handle).index))
 
     # -- readings --------------------------------------------------------------------------------------------
 
@@ -416,10 +439,10 @@ class SimulatedNvml:
         return 7
 
     def nvmlDeviceGetMigDeviceHandleByIndex(self, handle: Handle, index: int) -> Handle:
-        gpu = _device(handle).index
-        if index >= len(self._mig.get(gpu, [])):
+        parent = _device(handle)
+        if index >= len(self._mig.get(parent.index, [])):
             raise pynvml.NVMLError(pynvml.NVML_ERROR_NOT_FOUND)
-        return Handle(_Device(gpu, gpu_instance=index + 1))
+        return Handle(replace(parent, gpu_instance=index + 1))
 
     def nvmlDeviceGetGpuInstanceId(self, handle: Handle) -> int:
         gi = _device(handle).gpu_instance
@@ -458,6 +481,10 @@ class SimulatedNvml:
         if not latest:
             raise pynvml.NVMLError(pynvml.NVML_ERROR_NOT_FOUND)
         return list(latest.values())
+
+
+def _bus_id(index: int) -> str:
+    return f"00000000:{0x19 + 0x10 * index:02X}:00.0"
 
 
 def _uuid(device: _Device) -> str:

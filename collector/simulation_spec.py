@@ -29,6 +29,7 @@ class SimulationSpec:
     repeat: 90                              # the script starts over after this many seconds (optional)
     period: 0.5                             # busy for load x period of every period; or {GPU index: seconds}
     load_file: loads.yaml                   # {GPU index: load} that another program rewrites (collector/load_file.py)
+    absent: {1: [[30, 60]]}                 # GPU index → [from, until) seconds it is unbound from the driver
     ```
     GPUs without a script follow ``default_load``; load between points is interpolated linearly. Without a period
     a GPU is evenly busy at its load. A ``load_file`` (relative to the spec's directory) overrides the script for
@@ -42,6 +43,10 @@ class SimulationSpec:
     repeat: float | None = None
     period: float | dict[int, float] = 0.0
     load_file: str | None = None
+    absent: dict[int, list[tuple[float, float]]] = field(default_factory=dict)
+
+    def unbound(self, index: int, t: float) -> bool:
+        return any(start <= t < end for start, end in self.absent.get(index, ()))
 
     def curve(self) -> LoadCurve:
         def load(index: int, t: float) -> float:
@@ -64,8 +69,9 @@ class SimulationSpec:
         if self.load_file is not None:
             curve = LoadFile(Path(self.load_file), self.gpus, curve, clock=kwargs.get("clock", time.monotonic))
         return SimulatedNvml(
-            self.gpus, load=curve, mig=self.mig, processes=self.processes, period=self.period, **kwargs
-        )
+            self.gpus, load=curve, mig=self.mig, processes=self.processes, period=self.period,
+            absent=self.unbound if self.absent else None, **kwargs,
+        )  # fmt: skip
 
 
 def parse_spec(data: Any, source: str) -> SimulationSpec:
@@ -76,10 +82,11 @@ def parse_spec(data: Any, source: str) -> SimulationSpec:
 
     if not isinstance(data, dict):
         raise fail("expected a mapping with 'gpus'")
-    unknown = set(data) - {"gpus", "mig", "processes", "load", "repeat", "period", "load_file"}
+    unknown = set(data) - {"gpus", "mig", "processes", "load", "repeat", "period", "load_file", "absent"}
     if unknown:
         raise fail(
-            f"unknown key {sorted(unknown)[0]!r}; expected gpus, mig, processes, load, repeat, period, load_file"
+            f"unknown key {sorted(unknown)[0]!r}; expected gpus, mig, processes, load, repeat, period, load_file, "
+            "absent"
         )
     gpus = data.get("gpus")
     if not isinstance(gpus, int) or not 1 <= gpus <= 64:
@@ -124,6 +131,7 @@ def parse_spec(data: Any, source: str) -> SimulationSpec:
         float(repeat) if repeat else None,
         _period(data.get("period"), fail, gpu_key),
         load_file,
+        _absent(data.get("absent"), fail, gpu_key),
     )
 
 
@@ -142,6 +150,26 @@ def _period(
     if isinstance(value, dict):
         return {gpu_key(k, "period"): seconds(v, f"period.{k}") for k, v in value.items()}
     return seconds(value, "'period'")
+
+
+def _absent(
+    value: Any, fail: Callable[[str], ConfigError], gpu_key: Callable[[Any, str], int]
+) -> dict[int, list[tuple[float, float]]]:
+    """``absent``: GPU index → [[from, until], ...] seconds during which the GPU is unbound from the driver."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise fail(f"'absent' must map GPU indexes to [[from, until], ...] seconds, got {value!r}")
+    out = {}
+    for k, spans in value.items():
+        try:
+            parsed = [(float(start), float(end)) for start, end in spans]
+        except (TypeError, ValueError):
+            raise fail(f"absent.{k}: expected a list of [from, until] seconds, got {spans!r}") from None
+        if any(not 0 <= start < end for start, end in parsed):
+            raise fail(f"absent.{k}: each span must start at 0 or later and end after it starts, got {spans!r}")
+        out[gpu_key(k, "absent")] = parsed
+    return out
 
 
 def load_spec(path: str) -> SimulationSpec:

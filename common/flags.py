@@ -44,11 +44,14 @@ def flag(*names: str, help: str, **options: Any) -> Flag:
 
 
 class FlagTable:
-    def __init__(self, prog: str, description: str, env_prefix: str, flags: Sequence[Flag]) -> None:
+    def __init__(self, prog: str, description: str, env_prefix: str, flags: Sequence[Flag], version: str = "") -> None:
+        """``version``: when given, ``-v``/``--version`` prints ``<prog> version <version>`` and exits 0, as Go
+        programs built with urfave/cli (dcgm-exporter) do; it has no environment variable."""
         self.prog = prog
         self.description = description
         self.env_prefix = env_prefix
         self.flags = {f.long: f for f in flags}
+        self.version = version
 
     def env_names(self, f: Flag) -> tuple[str, ...]:
         return (self.env_prefix + f.long.upper().replace("-", "_"), *f.env)
@@ -68,6 +71,8 @@ class FlagTable:
         p = argparse.ArgumentParser(
             prog=self.prog, description=self.description, allow_abbrev=False, exit_on_error=False
         )
+        if self.version:
+            p.add_argument("-v", "--version", action="version", version=f"{self.prog} version {self.version}")
         ignored = p.add_argument_group("accepted for compatibility, without effect here")
         for f in self.flags.values():
             variables = ", ".join(f"${n}" for n in self.env_names(f))

@@ -11,7 +11,9 @@ What it reproduces, because the adapter's reflector depends on it:
 - raw lines sent down open watches (``inject``), for answers no API server should send: a line over the client's
   limit, a JSON value that is not an event, an object of the wrong shape;
 - ConfigMaps with ``data`` (listed and watched like any object, e.g. with a ``metadata.name`` field selector);
-- TokenReview and SubjectAccessReview (``demo/kube_reviews.py``), answered from ``self.reviews``.
+- TokenReview and SubjectAccessReview (``demo/kube_reviews.py``), answered from ``self.reviews``;
+- GET of one object (404 ``<resource> "<name>" not found``);
+- RBAC refusals: a GET of a (resource, namespace) in ``self.forbidden`` answers 403 as RBAC words it.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from demo.kube_reviews import Reviews
 from demo.kube_wire import LabelSelector, SelectorError, status_body
 
 TOKEN = "fake-token"
+USER = "system:serviceaccount:gpuscale:gpuscale-collector"  # who TOKEN authenticates, as RBAC names it
 _CORE = {"pods": "Pod", "namespaces": "Namespace", "nodes": "Node", "services": "Service", "configmaps": "ConfigMap"}
 
 
@@ -54,6 +57,7 @@ class FakeKubeAPIServer:
         self.expire_continue_tokens = False
         self.expire_watches = False  # every watch answers 410 at once, as if each version were compacted away
         self.fail_lists = 0
+        self.forbidden: set[tuple[str, str | None]] = set()  # (resource, namespace) the token may not get
         self.reviews = Reviews()
         self._pages: dict[str, tuple[list[dict[str, Any]], str]] = {}
         self._runner: web.AppRunner | None = None
@@ -132,6 +136,11 @@ class FakeKubeAPIServer:
     async def start(self) -> str:
         app = web.Application()
         handle = self._authenticated(self._handle)
+        get_one = self._authenticated(self._get_one)
+        app.router.add_get("/api/{version}/{resource}/{name}", get_one)
+        app.router.add_get("/api/{version}/namespaces/{namespace}/{resource}/{name}", get_one)
+        app.router.add_get("/apis/{group}/{version}/{resource}/{name}", get_one)
+        app.router.add_get("/apis/{group}/{version}/namespaces/{namespace}/{resource}/{name}", get_one)
         app.router.add_get("/api/{version}/{resource}", handle)
         app.router.add_get("/api/{version}/namespaces/{namespace}/{resource}", handle)
         app.router.add_get("/apis/{group}/{version}/{resource}", handle)
@@ -203,6 +212,21 @@ class FakeKubeAPIServer:
             return await handler(request)
 
         return checked
+
+    async def _get_one(self, request: web.Request) -> web.Response:
+        info = request.match_info
+        resource = info["resource"] + (f".{info['group']}" if "group" in info else "")
+        namespace = info.get("namespace")
+        if (resource, namespace) in self.forbidden:
+            where = f' in the namespace "{namespace}"' if namespace else " at the cluster scope"
+            return status_response(
+                403, "Forbidden", f'{info["resource"]} "{info["name"]}" is forbidden: User "{USER}" cannot get '
+                f'resource "{info["resource"]}" in API group "{info.get("group", "")}"{where}'
+            )  # fmt: skip
+        obj = self.objects.get(resource, {}).get((namespace, info["name"]))
+        if obj is None:
+            return status_response(404, "NotFound", f'{info["resource"]} "{info["name"]}" not found')
+        return web.json_response(obj)
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         query = dict(request.query)

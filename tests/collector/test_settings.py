@@ -15,12 +15,11 @@ def test_dcgm_exporter_arguments_work_unchanged() -> None:
     assert s.interval == 5.0
     assert s.kubernetes is True
     assert s.pod_resources_socket == "/run/k.sock"
-    assert s.hostname == "gpu-node-7"
+    assert s.hostname == "gpu-node-7"  # with -k, -r leaves the host label the node name, as in dcgm-exporter
+    assert s.old_namespace is True
+    assert s.remote_hostengine == "localhost:5555"
     # GPU UUIDs and device names are both recognised, so the id type is accepted and reported as without effect
-    assert set(s.ignored) == {
-        "--kubernetes-gpu-id-type", "--remote-hostengine-info", "--devices", "--use-old-namespace",
-        "--xid-count-window-size",
-    }  # fmt: skip
+    assert set(s.ignored) == {"--kubernetes-gpu-id-type", "--devices", "--xid-count-window-size"}
 
 
 def test_dcgm_exporter_environment_variables_work_and_ours_win() -> None:

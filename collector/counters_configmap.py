@@ -1,0 +1,209 @@
+"""``-m <namespace>:<name>``: the counters from a ConfigMap's ``metrics`` key, read through the Kubernetes API.
+
+As dcgm-exporter does, the ConfigMap is read with a GET (its Helm chart grants ``get`` on that one ConfigMap and
+nothing more, so a watch would be refused) and the process does not start when the first read fails: a forbidden,
+missing or malformed ConfigMap is a configuration error, said once, before any series is served. Unlike
+dcgm-exporter, it is read again every ``--configmap-refresh`` and on SIGHUP, and a change is applied between two
+collections; a later failure keeps the previous counters and is reported once per distinct error.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import re
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from . import counters
+from .counters import Counters
+from .errors import ConfigError
+
+log = logging.getLogger(__name__)
+
+KEY = "metrics"  # the data key dcgm-exporter reads
+_TIMEOUT = 10.0  # seconds for one GET
+_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
+_DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?")
+
+
+@dataclass(frozen=True)
+class ConfigMapRef:
+    namespace: str
+    name: str
+
+    def __str__(self) -> str:
+        return f"{self.namespace}:{self.name}"
+
+
+def parse_configmap_ref(text: str) -> ConfigMapRef | None:
+    """``<namespace>:<name>``; ``none`` (dcgm-exporter's default) or empty: no ConfigMap."""
+    text = text.strip()
+    if text in ("", "none"):
+        return None
+    parts = text.split(":")
+    if len(parts) != 2:
+        raise ValueError(f"expected <namespace>:<name> (or none), got {text!r}")
+    namespace, name = parts
+    if not _DNS_LABEL.fullmatch(namespace):
+        raise ValueError(f"{namespace!r} is not a namespace name (lowercase letters, digits and '-', at most 63)")
+    if not _DNS_SUBDOMAIN.fullmatch(name):
+        raise ValueError(f"{name!r} is not a ConfigMap name (lowercase letters, digits, '-' and '.')")
+    return ConfigMapRef(namespace, name)
+
+
+async def _api_client(kubeconfig: str | None) -> Any:
+    """A client with its own configuration: in-cluster in a pod unless a kubeconfig is named."""
+    from kubernetes_asyncio import client, config
+    from kubernetes_asyncio.config.config_exception import ConfigException
+
+    configuration = client.Configuration()
+    try:
+        if kubeconfig is None and "KUBERNETES_SERVICE_HOST" in os.environ:
+            config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+        else:
+            await config.load_kube_config(
+                config_file=kubeconfig or os.environ.get("KUBECONFIG"), client_configuration=configuration
+            )
+    except (ConfigException, OSError) as e:
+        raise ConfigError(
+            f"no Kubernetes API configuration ({e}); in a pod the service account is used, elsewhere "
+            "--kubeconfig or $KUBECONFIG"
+        ) from None
+    return client.ApiClient(configuration=configuration)
+
+
+class ConfigMapCounters:
+    """A ``CountersSource`` (``counters_source.py``) over one ConfigMap."""
+
+    def __init__(
+        self,
+        ref: ConfigMapRef,
+        kubeconfig: str | None,
+        refresh: float,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        """``refresh``: seconds between reads after the first (0: only when ``request_refresh`` is called)."""
+        self.ref = ref
+        self.description = f"ConfigMap {ref} key {KEY!r}"
+        self._kubeconfig = kubeconfig
+        self._refresh = refresh
+        self._clock = clock
+        self._text = ""
+        self._error: str | None = None
+        self._changed = False
+        self._requested = threading.Event()  # set from a signal handler or another thread
+
+    # -- the collection's side (its thread) --------------------------------------------------------------------
+
+    def load(self) -> Counters:
+        if self._error is not None:
+            raise ConfigError(self._error)
+        return counters.parse(self._text, self.description)
+
+    def changed(self) -> bool:
+        changed, self._changed = self._changed, False
+        return changed
+
+    def request_refresh(self) -> None:
+        self._requested.set()
+
+    # -- reading -------------------------------------------------------------------------------------------------
+
+    def read_first(self) -> None:
+        """The first read, before the collection starts (no event loop runs yet); ``ConfigError`` says why not."""
+
+        async def once() -> str:
+            api = await _api_client(self._kubeconfig)
+            try:
+                return await self.read(api)
+            finally:
+                await api.close()
+
+        self._text = asyncio.run(once())
+        log.info("counters from %s", self.description)
+
+    async def read(self, api: Any) -> str:
+        """The ``metrics`` text of the ConfigMap now; ``ConfigError`` names the ConfigMap and what went wrong."""
+        from kubernetes_asyncio import client
+        from kubernetes_asyncio.client.exceptions import ApiException
+
+        what = f"ConfigMap {self.ref.namespace}/{self.ref.name} (-m)"
+        try:
+            # the raw answer: the typed model costs more and rejects objects it considers incomplete; the client
+            # then leaves the status to check to the caller
+            response: Any = await client.CoreV1Api(api).read_namespaced_config_map(
+                self.ref.name, self.ref.namespace, _preload_content=False, _request_timeout=_TIMEOUT
+            )
+            raw = await response.read()
+            if not 200 <= response.status <= 299:
+                raise ConfigError(f"{what}: {_refusal(response.status, response.reason, raw, self.ref)}")
+            body = json.loads(raw)
+        except ApiException as e:  # no answer at all (status 0): TLS, connection
+            raise ConfigError(f"{what}: {_refusal(e.status, e.reason, e.body, self.ref)}") from None
+        except (OSError, TimeoutError, ValueError) as e:  # aiohttp's errors are OSErrors; ValueError: not JSON
+            raise ConfigError(f"{what}: the Kubernetes API did not answer ({type(e).__name__}: {e})") from None
+        data = body.get("data") if isinstance(body, dict) else None
+        if not isinstance(data, dict) or not isinstance(data.get(KEY), str):
+            keys = ", ".join(sorted(data)) if isinstance(data, dict) and data else "none"
+            raise ConfigError(
+                f"{what} has no {KEY!r} key (its keys: {keys}); put the counters CSV under data.{KEY}, as "
+                "dcgm-exporter reads it"
+            )
+        return str(data[KEY])
+
+    async def run(self) -> None:
+        """Read again every ``refresh`` seconds and on request, until cancelled."""
+        api: Any = None
+        last = self._clock()
+        try:
+            while True:
+                await asyncio.sleep(0.2)
+                due = self._refresh > 0 and self._clock() - last >= self._refresh
+                if not (due or self._requested.is_set()):
+                    continue
+                self._requested.clear()
+                last = self._clock()
+                try:
+                    if api is None:
+                        api = await _api_client(self._kubeconfig)
+                    self._apply(await self.read(api), None)
+                except ConfigError as e:
+                    self._apply(None, str(e))
+        finally:
+            if api is not None:
+                await api.close()
+
+    def _apply(self, text: str | None, error: str | None) -> None:
+        """Mark a change when the text or the error is new; the same failure again is not news."""
+        if error is not None:
+            if error != self._error:
+                self._error, self._changed = error, True
+        elif text != self._text or self._error is not None:
+            self._text, self._error, self._changed = text or "", None, True
+
+
+def _refusal(status: int, reason: str | None, body: Any, ref: ConfigMapRef) -> str:
+    """What an API error answer means for reading this ConfigMap, with the API server's own message."""
+    try:
+        message = str(json.loads(body).get("message") or "")
+    except (TypeError, ValueError, AttributeError):
+        message = ""
+    said = f": {message}" if message else ""
+    if status == 403:
+        return (
+            f"reading it is forbidden (403{said}); the collector's service account needs 'get' on configmaps "
+            f"(resourceNames: [{ref.name}]) in namespace {ref.namespace}, through a Role and a RoleBinding"
+        )
+    if status == 404:
+        return f"it does not exist (404{said})"
+    if status == 401:
+        return f"the API server did not accept the collector's credentials (401{said})"
+    if status == 0:
+        return f"the Kubernetes API did not answer ({reason})"
+    return f"the API server answered {status} {reason}{said}"

@@ -1,0 +1,112 @@
+"""dcgm-exporter's other flags: --version, -r and the host label, the served format, and the flags accepted without
+effect, each of which must say truly why."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from collector.exposition import wants_openmetrics
+from collector.settings import parse_settings, remote_host
+from tests.collector.collector_process import ROOT, running_collector, scrape
+from tests.support.prometheus import run_prometheus
+
+PROMETHEUS_ACCEPT = (  # what Prometheus 2.x sends with every scrape
+    "application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;q=0.75,"
+    "text/plain;version=0.0.4;q=0.5,*/*;q=0.1"
+)
+
+
+@pytest.mark.parametrize("flag", ["--version", "-v"])
+def test_version_prints_and_exits_0(flag: str) -> None:
+    result = subprocess.run([sys.executable, "-m", "collector", flag], cwd=ROOT, capture_output=True, text=True)
+    assert result.returncode == 0
+    assert result.stdout.startswith("gpuscale-collector version ")
+    assert result.stdout.split()[-1][0].isdigit()
+
+
+@pytest.mark.parametrize(
+    ("text", "host"),
+    [("localhost:5555", "localhost"), ("dcgm.example:5555", "dcgm.example"), ("[::1]:5555", "::1"),
+     ("10.0.0.7:5555", "10.0.0.7"), ("node-7", "node-7"), ("::1", "::1"), ("[::1]", "[::1]")],
+)  # fmt: skip
+def test_remote_host_is_read_as_go_splits_host_and_port(text: str, host: str) -> None:
+    assert remote_host(text) == host
+
+
+def test_r_sets_the_host_label_outside_kubernetes_only() -> None:
+    env = {"NODE_NAME": "node-a"}
+    assert parse_settings(["-r", "gpu-host:5555"], env=env).hostname == "gpu-host"
+    assert parse_settings(["-r", "gpu-host:5555", "-k"], env=env).hostname == "node-a"
+    assert parse_settings(["-r", "gpu-host:5555", "-n"], env=env).hostname is None
+    assert parse_settings([], env={**env, "DCGM_REMOTE_HOSTENGINE_INFO": "h2:5555"}).hostname == "h2"
+    assert parse_settings([], env=env).hostname == "node-a"
+
+
+@pytest.mark.parametrize(
+    ("accept", "openmetrics"),
+    [
+        (PROMETHEUS_ACCEPT, False),
+        ("", False),
+        ("*/*", False),
+        ("text/plain", False),
+        ("application/openmetrics-text;version=1.0.0", True),
+        ("application/openmetrics-text; version=1.0.0, text/plain;q=0", True),
+        ("application/openmetrics-text;q=0, text/plain", False),
+        ("application/json", False),
+    ],
+)
+def test_text_is_served_to_every_client_that_accepts_it(accept: str, openmetrics: bool) -> None:
+    assert wants_openmetrics(accept) is openmetrics
+
+
+@pytest.mark.prometheus
+def test_a_real_prometheus_stores_dcgm_counters_as_counters_and_reads_the_remote_host(tmp_path: Path) -> None:
+    log = tmp_path / "collector.log"
+    with (
+        running_collector(
+            "--simulate-gpus", "1", "-c", "500", "-r", "gpu-host-7:5555", "--hostname-label", "hostname", log=log
+        ) as url,  # fmt: skip
+        run_prometheus(tmp_path / "prom", [url.removeprefix("http://")], scrape_interval="1s") as prom,
+    ):
+        body, content_type = scrape(url, PROMETHEUS_ACCEPT)
+        assert content_type == "text/plain; version=0.0.4; charset=utf-8"
+        assert "# TYPE DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION counter" in body
+        util = prom.wait_for("DCGM_FI_DEV_GPU_UTIL")
+        assert util[0]["metric"]["hostname"] == "gpu-host-7"
+        assert "Hostname" not in util[0]["metric"]
+        prom.wait_for("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION")
+        meta = prom.api("/api/v1/metadata")
+        for counter in ("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", "DCGM_FI_DEV_PCIE_REPLAY_COUNTER"):
+            assert meta[counter][0]["type"] == "counter", meta[counter]
+        assert meta["DCGM_FI_DEV_GPU_UTIL"][0]["type"] == "gauge"
+    assert (
+        "-r gpu-host-7:5555: GPUs are read through this machine's NVML, not from a DCGM host engine there; the "
+        "hostname label is 'gpu-host-7', as dcgm-exporter sets it" in log.read_text()
+    )
+
+
+def test_flags_without_effect_are_accepted_and_each_says_why(tmp_path: Path) -> None:
+    log = tmp_path / "collector.log"
+    with running_collector(
+        "--simulate-gpus", "1", "-c", "200", "--enable-pprof", "-s", "f", "-p", "f", "--enable-dcgm-log",
+        "--dcgm-log-level", "DEBUG", "--fake-gpus", "--web-systemd-socket", "-o", "-r", "h:5555",
+        env={"DISABLE_STARTUP_VALIDATE": "true"}, log=log,
+    ) as url:  # fmt: skip
+        body, _ = scrape(url)
+        assert 'uuid="GPU-' in body  # -o acts
+        assert 'Hostname="h"' in body  # -r acts
+    text = log.read_text()
+    said = {line.split(" is accepted and has no effect: ")[0].rsplit(" ", 1)[-1]: line
+            for line in text.splitlines() if " is accepted and has no effect: " in line}  # fmt: skip
+    assert set(said) == {
+        "--enable-pprof", "--switch-devices", "--cpu-devices", "--enable-dcgm-log", "--dcgm-log-level",
+        "--fake-gpus", "--web-systemd-socket", "--disable-startup-validate",
+    }  # fmt: skip
+    assert "Go runtime profiles" in said["--enable-pprof"]
+    assert "libdcgm.so.4" in said["--disable-startup-validate"]
+    assert "NVSwitches" in said["--switch-devices"]
+    assert "CPUs" in said["--cpu-devices"]
+    assert "no DCGM library is loaded" in said["--enable-dcgm-log"]
+    assert "socket activation is not supported" in said["--web-systemd-socket"]
