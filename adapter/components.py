@@ -96,9 +96,9 @@ async def components(
     session: aiohttp.ClientSession | None = None
     owned_kube = kube_api is None
     if prometheus is None:
-        config = prometheus_auth.resolve(settings)
+        config, credentials = await prometheus_auth.resolve(settings)
         session = make_session(config)
-        prometheus = PrometheusClient(session, config, metrics)
+        prometheus = PrometheusClient(session, config, metrics, credentials)
     try:
         kube = kube_api if kube_api is not None else await connect_kubernetes(settings)
         try:

@@ -17,6 +17,7 @@ from typing import Any
 import aiohttp
 from aiohttp.http_exceptions import HttpProcessingError
 
+from adapter.backends.kubeconfig import loaded
 from adapter.errors import KubernetesError, ResourceExpired
 
 Params = list[tuple[str, str]]
@@ -36,7 +37,8 @@ async def _api_client(kubeconfig: Path | None) -> Any:
 
     try:
         if kubeconfig is not None:
-            return await config.new_client_from_config(config_file=str(kubeconfig))
+            async with loaded(kubeconfig) as (configuration, _):
+                return client.ApiClient(configuration)  # its TLS context reads the certificate files now
         configuration = client.Configuration()
         load_incluster: Any = config.load_incluster_config
         load_incluster(client_configuration=configuration)

@@ -18,7 +18,7 @@ import urllib.parse
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import aiohttp
 
@@ -96,13 +96,43 @@ class _BearerToken:
         return self._token
 
 
+@dataclass(frozen=True)
+class Credential:
+    """What a request carries from --prometheus-auth-config's kubeconfig: the Authorization header's value and, when
+    the kubeconfig sets them, its TLS settings (None: the session's, from the --prometheus-* flags)."""
+
+    authorization: str | None = None
+    ssl: ssl.SSLContext | None = None
+    server_hostname: str | None = None
+    proxy: str | None = None
+
+    def request_options(self) -> dict[str, Any]:
+        """The TLS settings as aiohttp's request arguments."""
+        given = {"ssl": self.ssl, "server_hostname": self.server_hostname, "proxy": self.proxy}
+        return {k: v for k, v in given.items() if v is not None}
+
+
+class Credentials(Protocol):
+    async def current(self) -> Credential: ...
+
+    def rejected(self) -> None:
+        """Prometheus answered 401: read the credentials again before the next request."""
+
+
 class PrometheusClient:
-    def __init__(self, session: aiohttp.ClientSession, config: PrometheusConfig, metrics: AdapterMetrics) -> None:
+    def __init__(
+        self,
+        session: aiohttp.ClientSession,
+        config: PrometheusConfig,
+        metrics: AdapterMetrics,
+        credentials: Credentials | None = None,
+    ) -> None:
         self.session = session
         self.config = config
         self.metrics = metrics
         self.base = config.url.rstrip("/")
         self._token = _BearerToken(config.token_file) if config.token_file else None
+        self._credentials = credentials
 
     def _headers(self) -> dict[str, str]:
         headers = dict(self.config.headers)
@@ -139,17 +169,25 @@ class PrometheusClient:
         encoded = urllib.parse.urlencode(params)
         post = post_allowed and (self.config.verb == "POST" or len(encoded) > MAX_GET_QUERY_BYTES)
         headers = self._headers()
+        options: dict[str, Any] = {}
+        if self._credentials is not None:
+            credential = await self._credentials.current()
+            if credential.authorization and "Authorization" not in headers:  # --prometheus-token-file wins
+                headers["Authorization"] = credential.authorization
+            options = credential.request_options()
         url = f"{self.base}{path}"
         started = time.perf_counter()
         try:
             if post:
                 headers["Content-Type"] = "application/x-www-form-urlencoded"
-                request = self.session.post(url, data=encoded, headers=headers, timeout=_timeout(deadline))
+                request = self.session.post(url, data=encoded, headers=headers, timeout=_timeout(deadline), **options)
             else:
-                request = self.session.get(f"{url}?{encoded}", headers=headers, timeout=_timeout(deadline))
+                request = self.session.get(f"{url}?{encoded}", headers=headers, timeout=_timeout(deadline), **options)
             async with request as resp:
                 status = resp.status
                 body = await self._read(resp, path)
+            if status == 401 and self._credentials is not None:
+                self._credentials.rejected()
         except AnswerTooLarge:
             self.metrics.prometheus_errors.labels(endpoint, "too_large").inc()
             raise

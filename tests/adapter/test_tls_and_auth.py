@@ -1,14 +1,10 @@
-import base64
 import ipaddress
 import ssl
 from pathlib import Path
 
 import pytest
-import yaml
 from cryptography import x509
 
-from adapter.backends import prometheus_auth
-from adapter.backends.prometheus import PrometheusConfig
 from adapter.config.settings import Settings
 from adapter.errors import ConfigError
 from adapter.security import tls
@@ -46,46 +42,3 @@ def test_given_files_are_used_and_plain_http_needs_none(tmp_path: Path) -> None:
     assert tls.serving_tls(Settings(insecure_serve_http=True)) is None
     with pytest.raises(ConfigError, match="cannot load the serving certificate"):
         tls.serving_tls(Settings(tls_cert_file=tmp_path / "k.pem", tls_key_file=tmp_path / "c.pem"))
-
-
-def test_incluster_auth_uses_the_service_account_unless_flags_say_otherwise() -> None:
-    config = prometheus_auth.resolve(Settings(prometheus_auth_incluster=True))
-    assert config.token_file == prometheus_auth.SERVICE_ACCOUNT / "token"
-    assert config.ca_file == prometheus_auth.SERVICE_ACCOUNT / "ca.crt"
-    explicit = Settings(prometheus=PrometheusConfig(ca_file=Path("/etc/ca.pem")), prometheus_auth_incluster=True)
-    assert prometheus_auth.resolve(explicit).ca_file == Path("/etc/ca.pem")
-
-
-def test_auth_config_reads_a_kubeconfig_user_and_ca(tmp_path: Path) -> None:
-    kubeconfig = tmp_path / "kubeconfig"
-    kubeconfig.write_text(
-        yaml.safe_dump(
-            {
-                "clusters": [
-                    {"name": "p", "cluster": {"certificate-authority-data": base64.b64encode(b"CA PEM").decode()}}
-                ],
-                "users": [
-                    {
-                        "name": "u",
-                        "user": {"token": "secret", "client-certificate": "client.crt", "client-key": "client.key"},
-                    }
-                ],
-                "contexts": [{"name": "c", "context": {"cluster": "p", "user": "u"}}],
-                "current-context": "c",
-            }
-        )
-    )
-    config = prometheus_auth.resolve(Settings(prometheus_auth_config=kubeconfig))
-    assert config.token_file is not None
-    assert config.token_file.read_text() == "secret"
-    assert config.ca_file is not None
-    assert config.ca_file.read_bytes() == b"CA PEM"
-    assert config.client_cert_file == tmp_path / "client.crt"
-    assert config.client_key_file == tmp_path / "client.key"
-
-
-def test_auth_config_that_is_not_a_kubeconfig(tmp_path: Path) -> None:
-    bad = tmp_path / "kubeconfig"
-    bad.write_text("current-context: missing\n")
-    with pytest.raises(ConfigError, match="not a usable kubeconfig"):
-        prometheus_auth.resolve(Settings(prometheus_auth_config=bad))
