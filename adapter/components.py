@@ -15,6 +15,7 @@ from aiohttp import web
 
 from adapter.api.discovery import Discovery
 from adapter.api.provider import Provider
+from adapter.api.resource_metrics import ResourceMetrics
 from adapter.backends import prometheus_auth
 from adapter.backends.kube_api import KubeMetadataAPI, KubernetesMetadataAPI
 from adapter.backends.kube_cache import ObjectLister
@@ -48,6 +49,7 @@ class Components:
     cache: SingleFlightCache[str, QueryResult]
     provider: Provider
     timing: Timing
+    resource_metrics: ResourceMetrics
 
     def background(self) -> list[Work]:
         work = [Work("discovery", self.discovery.run, self.discovery.source)]
@@ -113,7 +115,12 @@ async def components(
                 on_outcome=lambda outcome: metrics.cache_requests.labels(outcome).inc(),
             )
             provider = Provider(lambda: discovery.catalog, prometheus, objects, cache, metrics)
-            yield Components(settings, metrics, rules_file, prometheus, discovery, objects, cache, provider, timing)
+            resource_metrics = ResourceMetrics(
+                lambda: discovery.catalog.rules.resource_rules, prometheus, objects, cache, metrics
+            )
+            yield Components(
+                settings, metrics, rules_file, prometheus, discovery, objects, cache, provider, timing, resource_metrics
+            )
         finally:
             if kube is not None and owned_kube:
                 await kube.close()

@@ -12,14 +12,21 @@ What it reproduces, because the adapter's reflector depends on it:
   limit, a JSON value that is not an event, an object of the wrong shape;
 - ConfigMaps with ``data`` (listed and watched like any object, e.g. with a ``metadata.name`` field selector);
 - TokenReview and SubjectAccessReview (``demo/kube_reviews.py``), answered from ``self.reviews``;
-- GET of one object (404 ``<resource> "<name>" not found``);
-- RBAC refusals: a GET of a (resource, namespace) in ``self.forbidden`` answers 403 as RBAC words it.
+- GET of one object (404 ``<resource> "<name>" not found``); objects with a ``status`` (a node's ``allocatable``);
+  lists under their kind (``NodeList``: typed clients such as kubectl's decode no other);
+- RBAC refusals: a GET of a (resource, namespace) in ``self.forbidden`` answers 403 as RBAC words it;
+- TLS when started with a serving certificate: kubectl sends a bearer token over TLS only;
+- ``/api`` and ``/apis`` (plain ``APIVersions`` and ``APIGroupList``, which clients asking for aggregated discovery
+  accept): the core group, the groups of the objects held and those of the APIServices;
+- the aggregation layer (``demo/kube_aggregator.py``): APIServices in ``self.aggregator``, whose group-versions are
+  proxied to their extension server.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import ssl
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,6 +35,7 @@ import yaml
 from aiohttp import web
 from aiohttp.typedefs import Handler
 
+from demo.kube_aggregator import Aggregator
 from demo.kube_reviews import Reviews
 from demo.kube_wire import LabelSelector, SelectorError, status_body
 
@@ -59,9 +67,11 @@ class FakeKubeAPIServer:
         self.fail_lists = 0
         self.forbidden: set[tuple[str, str | None]] = set()  # (resource, namespace) the token may not get
         self.reviews = Reviews()
+        self.aggregator = Aggregator()
         self._pages: dict[str, tuple[list[dict[str, Any]], str]] = {}
         self._runner: web.AppRunner | None = None
         self.url = ""
+        self.ca: Path | None = None  # the serving certificate clients trust, when served over TLS
 
     # --- the test's side -------------------------------------------------------------------------------------
 
@@ -74,8 +84,10 @@ class FakeKubeAPIServer:
         uid: str | None = None,
         spec: dict[str, Any] | None = None,
         data: dict[str, str] | None = None,
+        status: dict[str, Any] | None = None,
     ) -> None:
-        """Create or update an object (``resource`` as ``pods`` or ``deployments.apps``; ``data`` for ConfigMaps)."""
+        """Create or update an object (``resource`` as ``pods`` or ``deployments.apps``; ``data`` for ConfigMaps,
+        ``status`` for what the object reports: a node's ``allocatable``)."""
         key = (namespace, name)
         kind = "MODIFIED" if key in self.objects.get(resource, {}) else "ADDED"
         self.resource_version += 1
@@ -83,6 +95,8 @@ class FakeKubeAPIServer:
         if data is not None:
             del obj["spec"]
             obj["data"] = dict(data)
+        if status is not None:
+            obj["status"] = dict(status)
         self.objects.setdefault(resource, {})[key] = obj
         self._record(kind, resource, obj)
 
@@ -124,7 +138,7 @@ class FakeKubeAPIServer:
                 {
                     "apiVersion": "v1",
                     "kind": "Config",
-                    "clusters": [{"name": "fake", "cluster": {"server": self.url}}],
+                    "clusters": [{"name": "fake", "cluster": self._cluster()}],
                     "users": [{"name": "fake", "user": {"token": TOKEN}}],
                     "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "fake"}}],
                     "current-context": "fake",
@@ -133,9 +147,18 @@ class FakeKubeAPIServer:
         )
         return path
 
-    async def start(self) -> str:
-        app = web.Application()
+    def _cluster(self) -> dict[str, str]:
+        if self.ca is None:
+            return {"server": self.url}
+        return {"server": self.url, "certificate-authority": str(self.ca)}
+
+    async def start(self, serving: tuple[Path, Path] | None = None) -> str:
+        """Serve on 127.0.0.1; over TLS with ``serving`` (certificate and key files, the certificate its own CA):
+        kubectl sends a bearer token only over TLS."""
+        app = web.Application(middlewares=[self._aggregate])
         handle = self._authenticated(self._handle)
+        app.router.add_get("/api", self._authenticated(self._api_versions))
+        app.router.add_get("/apis", self._authenticated(self._api_groups))
         get_one = self._authenticated(self._get_one)
         app.router.add_get("/api/{version}/{resource}/{name}", get_one)
         app.router.add_get("/api/{version}/namespaces/{namespace}/{resource}/{name}", get_one)
@@ -153,16 +176,22 @@ class FakeKubeAPIServer:
         )
         self._runner = web.AppRunner(app, shutdown_timeout=0.1)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        tls = None
+        if serving is not None:
+            tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+            tls.load_cert_chain(*serving)
+            self.ca = serving[0]
+        site = web.TCPSite(self._runner, "127.0.0.1", 0, ssl_context=tls)
         await site.start()
         port = self._runner.addresses[0][1]
-        self.url = f"http://127.0.0.1:{port}"
+        self.url = f"{'https' if tls else 'http'}://127.0.0.1:{port}"
         return self.url
 
     async def stop(self) -> None:
         self.close_watches()
         if self._runner:
             await self._runner.cleanup()
+        await self.aggregator.close()
 
     # --- the API server's side --------------------------------------------------------------------------------
 
@@ -228,6 +257,30 @@ class FakeKubeAPIServer:
             return status_response(404, "NotFound", f'{info["resource"]} "{info["name"]}" not found')
         return web.json_response(obj)
 
+    @web.middleware
+    async def _aggregate(self, request: web.Request, handler: Handler) -> web.StreamResponse:
+        """Requests for an APIService's group-version go to its extension server, authenticated here first."""
+        service = self.aggregator.service_for(request.path)
+        if service is None:
+            return await handler(request)
+        return await self._authenticated(lambda r: self.aggregator.proxy(r, service))(request)
+
+    async def _api_versions(self, request: web.Request) -> web.Response:
+        cidrs = [{"clientCIDR": "0.0.0.0/0", "serverAddress": request.host}]
+        return web.json_response({"kind": "APIVersions", "versions": ["v1"], "serverAddressByClientCIDRs": cidrs})
+
+    async def _api_groups(self, request: web.Request) -> web.Response:
+        found: dict[str, list[str]] = {}
+        for name in sorted({r.partition(".")[2] for r in self.objects} - {""}):
+            found[name] = ["v1"]
+        for service in self.aggregator.services:
+            found.setdefault(service.group, []).append(service.version)
+        groups = []
+        for name, versions in found.items():
+            listed = [{"groupVersion": f"{name}/{v}", "version": v} for v in versions]
+            groups.append({"name": name, "versions": listed, "preferredVersion": listed[0]})
+        return web.json_response({"kind": "APIGroupList", "apiVersion": "v1", "groups": groups})
+
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         query = dict(request.query)
         info = request.match_info
@@ -268,7 +321,10 @@ class FakeKubeAPIServer:
             self._pages[next_token] = (items[limit:], rv)
             items = items[:limit]
             metadata["continue"] = next_token
-        body = {"kind": "List", "apiVersion": "v1", "metadata": metadata, "items": items}
+        # typed clients (kubectl's) decode a list only under its own kind: NodeList, not List
+        plural, _, group = resource.partition(".")
+        kind = f"{_CORE.get(plural) or plural[:-1].capitalize()}List"
+        body = {"kind": kind, "apiVersion": f"{group}/v1" if group else "v1", "metadata": metadata, "items": items}
         return web.json_response(body)
 
     async def _watch(

@@ -13,7 +13,7 @@ from aiohttp.typedefs import Handler
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from adapter.api import explain as explaining
-from adapter.api import health
+from adapter.api import health, resource_routes
 from adapter.api import openapi as documents
 from adapter.api.objects import (
     api_group,
@@ -25,6 +25,7 @@ from adapter.api.objects import (
 from adapter.api.paths import (
     EXTERNAL_GROUP,
     NO_SUCH_PATH,
+    RESOURCE_GROUP,
     CustomRequest,
     ExternalRequest,
     ResourceListRequest,
@@ -122,6 +123,8 @@ def _route_kind(raw_path: str) -> str:
         return "discovery"
     if segments[1] == EXTERNAL_GROUP:
         return "external"
+    if segments[1] == RESOURCE_GROUP:
+        return "resource"
     return "custom_wildcard" if segments[-2] in ("*", "%2A", "%2a") else "custom_object"
 
 
@@ -196,6 +199,7 @@ def add_routes(app: web.Application) -> None:
     r.add_get("/apis", apis)
     r.add_get("/apis/", apis)
     r.add_get("/apis/{group}", group)
+    resource_routes.add_routes(app)
     # [\s\S], not ".": a name may hold an encoded newline, and routes match the decoded path
     r.add_get(r"/apis/{group}/{version}{tail:(/[\s\S]*)?}", metrics_api)
     r.add_get(r"/explain/{tail:[\s\S]*}", explain)

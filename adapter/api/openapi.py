@@ -13,13 +13,14 @@ import hashlib
 import json
 from typing import Any
 
-from adapter.api.paths import CUSTOM_GROUP, EXTERNAL_GROUP, VERSIONS
+from adapter.api.paths import CUSTOM_GROUP, EXTERNAL_GROUP, RESOURCE_GROUP, VERSIONS
 
 META = "io.k8s.apimachinery.pkg.apis.meta.v1"
 QUANTITY = "io.k8s.apimachinery.pkg.api.resource.Quantity"
 OBJECT_REFERENCE = "io.k8s.api.core.v1.ObjectReference"
 CUSTOM_DEFS = "io.k8s.metrics.pkg.apis.custom_metrics"
 EXTERNAL_DEFS = "io.k8s.metrics.pkg.apis.external_metrics"
+RESOURCE_DEFS = "io.k8s.metrics.pkg.apis.metrics.v1beta1"
 _STR = {"type": "string"}
 
 
@@ -163,6 +164,7 @@ def _param(name: str, where: str = "path") -> dict[str, Any]:
     description = {
         "labelSelector": "which objects (custom metrics) or series (external metrics) to answer for",
         "metricLabelSelector": "which series of the metric to use",
+        "fieldSelector": "which objects, by metadata.name or metadata.namespace",
     }.get(name, f"the {name}")
     return {"name": name, "in": where, "required": where == "path", "type": "string", "description": description}
 
@@ -187,11 +189,74 @@ def _get(operation: str, schema: str, params: tuple[str, ...], selectors: bool =
     }
 
 
+def _resource_metrics() -> dict[str, Any]:
+    """NodeMetrics and PodMetrics (metrics.k8s.io/v1beta1), under the names Kubernetes gives them."""
+    usage = {"type": "object", "additionalProperties": _ref(QUANTITY)}
+    common = {
+        "apiVersion": _STR,
+        "kind": _STR,
+        "metadata": _ref(f"{META}.ObjectMeta"),
+        "timestamp": _ref(f"{META}.Time"),
+    }
+    common["window"] = {"description": "A Go duration: 5m0s.", "type": "string"}
+    defs = {
+        f"{META}.ObjectMeta": _obj(
+            "The object the metrics are of: its name, namespace and labels.",
+            {
+                "name": _STR,
+                "namespace": _STR,
+                "creationTimestamp": _ref(f"{META}.Time"),
+                "labels": {"type": "object", "additionalProperties": _STR},
+            },
+        ),
+        f"{RESOURCE_DEFS}.ContainerMetrics": _obj(
+            "The usage of one container.", {"name": _STR, "usage": usage}, ("name", "usage")
+        ),
+        f"{RESOURCE_DEFS}.NodeMetrics": _obj(
+            "The CPU and memory usage of a node.", {**common, "usage": usage}, ("timestamp", "window", "usage")
+        ),
+        f"{RESOURCE_DEFS}.PodMetrics": _obj(
+            "The CPU and memory usage of a pod's containers.",
+            {**common, "containers": {"type": "array", "items": _ref(f"{RESOURCE_DEFS}.ContainerMetrics")}},
+            ("timestamp", "window", "containers"),
+        ),
+    }
+    for kind in ("NodeMetrics", "PodMetrics"):
+        defs[f"{RESOURCE_DEFS}.{kind}"]["x-kubernetes-group-version-kind"] = [
+            {"group": RESOURCE_GROUP, "kind": kind, "version": "v1beta1"}
+        ]
+        defs[f"{RESOURCE_DEFS}.{kind}List"] = _list(
+            f"{RESOURCE_DEFS}.{kind}", f"A list of {kind}.", RESOURCE_GROUP, "v1beta1", f"{kind}List"
+        )
+    return defs
+
+
+def _resource_metrics_paths(prefix: str, tag: str) -> dict[str, Any]:
+    def listing(operation: str, kind: str, params: tuple[str, ...]) -> dict[str, Any]:
+        op = _get(operation, f"{RESOURCE_DEFS}.{kind}", params, selectors=False)
+        op["get"]["parameters"] += [_param("labelSelector", "query"), _param("fieldSelector", "query")]
+        return op
+
+    return {
+        f"{prefix}/nodes": listing(f"list{tag}NodeMetrics", "NodeMetricsList", ()),
+        f"{prefix}/nodes/{{name}}": _get(f"read{tag}NodeMetrics", f"{RESOURCE_DEFS}.NodeMetrics", ("name",), False),
+        f"{prefix}/pods": listing(f"list{tag}PodMetricsForAllNamespaces", "PodMetricsList", ()),
+        f"{prefix}/namespaces/{{namespace}}/pods": listing(
+            f"list{tag}NamespacedPodMetrics", "PodMetricsList", ("namespace",)
+        ),
+        f"{prefix}/namespaces/{{namespace}}/pods/{{name}}": _get(
+            f"read{tag}NamespacedPodMetrics", f"{RESOURCE_DEFS}.PodMetrics", ("namespace", "name"), False
+        ),
+    }
+
+
 def _group_version(group: str, version: str) -> tuple[dict[str, Any], dict[str, Any]]:
     """The paths and definitions of one served group-version."""
     prefix = f"/apis/{group}/{version}"
     tag = "".join(p.capitalize() for p in group.split(".")[:2]) + version.capitalize()
     paths = {f"{prefix}/": _get(f"get{tag}APIResources", f"{META}.APIResourceList", (), selectors=False)}
+    if group == RESOURCE_GROUP:
+        return paths | _resource_metrics_paths(prefix, tag), _resource_metrics()
     if group == EXTERNAL_GROUP:
         defs = _external()
         listing = f"{EXTERNAL_DEFS}.v1beta1.ExternalMetricValueList"

@@ -16,7 +16,8 @@ from adapter.query.selectors import Selector, parse_selector
 
 CUSTOM_GROUP = "custom.metrics.k8s.io"
 EXTERNAL_GROUP = "external.metrics.k8s.io"
-VERSIONS = {CUSTOM_GROUP: ("v1beta2", "v1beta1"), EXTERNAL_GROUP: ("v1beta1",)}
+RESOURCE_GROUP = "metrics.k8s.io"  # served by resource_routes.py, from the rules file's resourceRules
+VERSIONS = {CUSTOM_GROUP: ("v1beta2", "v1beta1"), EXTERNAL_GROUP: ("v1beta1",), RESOURCE_GROUP: ("v1beta1",)}
 NO_SUCH_PATH = "the server could not find the requested resource"
 
 

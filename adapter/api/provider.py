@@ -18,7 +18,7 @@ from cachetools import LRUCache, TTLCache
 
 from adapter.api.discovery import Catalog, CustomMetric, MetricSource
 from adapter.api.objects import ExternalValue, MetricValue, MetricValues, ObjectRef, ResourceEntry
-from adapter.api.paths import CUSTOM_GROUP, EXTERNAL_GROUP, CustomRequest, ExternalRequest
+from adapter.api.paths import CUSTOM_GROUP, EXTERNAL_GROUP, RESOURCE_GROUP, CustomRequest, ExternalRequest
 from adapter.backends.kube_cache import Listing, ObjectLister
 from adapter.backends.prometheus import PrometheusAPI, QueryResult, Sample
 from adapter.errors import AdapterError, NotConfigured, NotFound
@@ -112,7 +112,8 @@ class Provider:
     def served_groups(self) -> list[str]:
         rules = self.catalog().rules
         groups = [CUSTOM_GROUP] if rules.rules else []
-        return groups + ([EXTERNAL_GROUP] if rules.external_rules else [])
+        groups += [EXTERNAL_GROUP] if rules.external_rules else []
+        return groups + ([RESOURCE_GROUP] if rules.resource_rules else [])
 
     def _served(self, req: CustomRequest) -> tuple[ResourceInfo, CustomMetric]:
         """The resource and metric a request names; NotFound, saying why, when this adapter serves no such thing."""

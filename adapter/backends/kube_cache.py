@@ -78,6 +78,21 @@ class Reflector:
         self._answers[key] = (self._generation, names)
         return names
 
+    def objects(self, namespace: str | None, selector: Selector) -> list[ObjectMeta]:
+        """The matching objects with their labels, by namespace and name; of every namespace when ``namespace``
+        is None (metrics.k8s.io lists pods across namespaces)."""
+        if namespace is None or not self.info.namespaced:
+            spaces = list(self._objects.items())
+        else:
+            spaces = [(namespace, self._objects.get(namespace, {}))]
+        found = [
+            ObjectMeta(name, ns, labels)
+            for ns, by_name in spaces
+            for name, labels in by_name.items()
+            if selector.matches(labels)
+        ]
+        return sorted(found, key=_by_place)
+
     def __len__(self) -> int:
         return sum(len(v) for v in self._objects.values())
 
@@ -145,6 +160,10 @@ class Reflector:
         )
 
 
+def _by_place(meta: ObjectMeta) -> tuple[str, str]:
+    return meta.namespace or "", meta.name
+
+
 @dataclass(frozen=True)
 class Listing:
     """Object names for a request, and where they came from (explain shows it)."""
@@ -181,3 +200,15 @@ class ObjectLister:
         listed = await self.api.list(info, namespace if info.namespaced else None, str(selector))
         why = "cache not synced yet" if reflector is not None else "resource not cached"
         return Listing(sorted(item.name for item in listed.items), f"live LIST ({why})")
+
+    async def objects(self, info: ResourceInfo, namespace: str | None, selector: Selector) -> list[ObjectMeta] | None:
+        """The matching objects with their labels (of every namespace when ``namespace`` is None), from the watch
+        cache or a live LIST until it synced; None without a Kubernetes API."""
+        if self.api is None:
+            return None
+        reflector = self.reflectors.get(info.group_resource)
+        if reflector is not None and reflector.synced:
+            return reflector.objects(namespace, selector)
+        self.metrics.kube_live_lists.labels(str(info.group_resource)).inc()
+        listed = await self.api.list(info, namespace if info.namespaced else None, str(selector))
+        return sorted(listed.items, key=_by_place)

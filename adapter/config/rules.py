@@ -1,8 +1,8 @@
 """prometheus-adapter's rules file, read unchanged and strictly into frozen rules.
 
-Every key prometheus-adapter knows is accepted (``resourceRules`` too, though this adapter does not serve
-metrics.k8s.io); any other key is an error that names it and where it is. Regexes and templates are compiled
-here, at load time, so a request never meets a broken rule."""
+Every key prometheus-adapter knows is accepted (``resourceRules`` for metrics.k8s.io, see ``resource_rules.py``);
+any other key is an error that names it and where it is. Regexes and templates are compiled here, at load time, so
+a request never meets a broken rule."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from typing import Any
 
 import yaml
 
+from adapter.config.resource_rules import ResourceRule, ResourceRules, parse_window
 from adapter.errors import ConfigError, TemplateError
 from adapter.naming import resources
 from adapter.naming.go_regexp import GoRegexp
@@ -95,6 +96,7 @@ class RuleSet:
     digest: str
     rules: tuple[Rule, ...]
     external_rules: tuple[Rule, ...]
+    resource_rules: ResourceRules | None = None
 
 
 class _StrictLoader(yaml.SafeLoader):
@@ -238,12 +240,27 @@ def _replacements(spec: Mapping[str, Any], where: str) -> tuple[tuple[str, str],
     return tuple(replacements)
 
 
-def _check_resource_rules(raw: Any, where: str) -> None:
+def _resource_rules(raw: Any, where: str) -> ResourceRules:
     spec = _keys(raw, _RESOURCE_RULES_KEYS, where)
-    for part in ("cpu", "memory"):
-        rule = _keys(spec.get(part), _RESOURCE_RULE_KEYS, f"{where}.{part}")
-        _keys(rule.get("resources"), _RESOURCES_KEYS, f"{where}.{part}.resources")
-    log.info("%s: accepted but not used; this adapter does not serve metrics.k8s.io", where)
+    cpu, memory = (_resource_rule(spec.get(part), f"{where}.{part}") for part in ("cpu", "memory"))
+    return ResourceRules(cpu, memory, parse_window(spec.get("window"), f"{where}.window"))
+
+
+def _resource_rule(raw: Any, where: str) -> ResourceRule:
+    spec = _keys(raw, _RESOURCE_RULE_KEYS, where)
+    queries = []
+    for key in ("containerQuery", "nodeQuery"):
+        text = _check(spec.get(key) or "", str, f"{where}.{key}")
+        try:
+            queries.append(compile_template(text, f"{where}.{key}", _QUERY_SAMPLE))
+        except TemplateError as e:
+            raise ConfigError(str(e)) from e
+    mapper, _ = _resources(spec, where)
+    label = _check(spec.get("containerLabel") or "", str, f"{where}.containerLabel")
+    rule = ResourceRule(where, queries[0], queries[1], mapper, label)
+    for problem in rule.problems():
+        log.warning("%s", problem)
+    return rule
 
 
 def parse_rules(text: str, source: str) -> RuleSet:
@@ -255,8 +272,9 @@ def parse_rules(text: str, source: str) -> RuleSet:
     except ConfigError as e:
         raise ConfigError(f"{source}: {e}") from e
     top = _keys(raw, _TOP_KEYS, source)
-    if "resourceRules" in top and top["resourceRules"] is not None:
-        _check_resource_rules(top["resourceRules"], f"{source}: resourceRules")
+    resource_rules = None
+    if top.get("resourceRules") is not None:
+        resource_rules = _resource_rules(top["resourceRules"], f"{source}: resourceRules")
     rules = tuple(
         _parse_rule(r, f"{source}: rules[{i}]", external=False)
         for i, r in enumerate(_check(top.get("rules") or [], list, f"{source}: rules"))
@@ -265,7 +283,7 @@ def parse_rules(text: str, source: str) -> RuleSet:
         _parse_rule(r, f"{source}: externalRules[{i}]", external=True)
         for i, r in enumerate(_check(top.get("externalRules") or [], list, f"{source}: externalRules"))
     )
-    return RuleSet(source, hashlib.sha256(text.encode()).hexdigest(), rules, external)
+    return RuleSet(source, hashlib.sha256(text.encode()).hexdigest(), rules, external, resource_rules)
 
 
 def default_rules_text() -> str:

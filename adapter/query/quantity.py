@@ -62,3 +62,21 @@ def sample_quantity(text: str) -> str:
     """A sample value's quantity. Remembered: values repeat across the objects of an answer and across answers (GPU
     percentages, memory sizes), and the exact conversion costs microseconds that a 10,000-pod answer multiplies."""
     return format_quantity(parse_sample_value(text))
+
+
+_BINARY_SUFFIXES = ("", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei")
+
+
+def binary_quantity(value: Decimal) -> str:
+    """The canonical BinarySI form Kubernetes writes memory in: a whole number of bytes on the largest power of 1024
+    that divides it (``100Mi``, ``1536``); below 1024 or with a fraction of a byte, the DecimalSI form, as
+    Kubernetes falls back to it."""
+    if not value.is_finite():
+        raise NotFinite(str(value))
+    if -1024 < value < 1024 or value != value.to_integral_value():
+        return format_quantity(value)
+    mantissa, power = int(value), 0
+    while mantissa % 1024 == 0 and power < len(_BINARY_SUFFIXES) - 1:
+        mantissa //= 1024
+        power += 1
+    return f"{mantissa}{_BINARY_SUFFIXES[power]}"

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from adapter.config.resource_rules import ResourceRule
 from adapter.config.rules import Rule
 from adapter.errors import QueryError, TemplateError
-from adapter.naming.resources import ResourceInfo
-from adapter.naming.templates import Struct
+from adapter.naming.resources import NAMESPACES, NODES, PODS, ResourceInfo
+from adapter.naming.templates import Struct, Template
 from adapter.query.promql import alternation, matcher, names_matcher_and_alternation, quote, selector_matchers
 from adapter.query.selectors import Op, Selector
 
@@ -23,12 +24,16 @@ def _escaped_alternation(values: Sequence[str]) -> str:
 
 
 def _render(rule: Rule, args: Struct) -> str:
+    return _render_template(rule.metrics_query, f"{rule.where}.metricsQuery", args)
+
+
+def _render_template(template: Template, where: str, args: Struct) -> str:
     try:
-        query = rule.metrics_query.render(args)
+        query = template.render(args)
     except TemplateError as e:
-        raise QueryError(f"{rule.where}.metricsQuery: {e}") from e
+        raise QueryError(f"{where}: {e}") from e
     if not query.strip():
-        raise QueryError(f"{rule.where}.metricsQuery produced an empty query")
+        raise QueryError(f"{where} produced an empty query")
     return query
 
 
@@ -92,3 +97,38 @@ def external_query(rule: Rule, series: str, namespace: str, metric_selector: Sel
         Series=series, LabelMatchers=",".join(matchers), GroupBy="", GroupBySlice=[], LabelValuesByName=values
     )
     return _render(rule, args)
+
+
+def pod_resource_query(rule: ResourceRule, namespace: str, pods: Sequence[str]) -> str:
+    """A resource rule's containerQuery for ``pods`` of ``namespace``, grouped by the pod label, then the container
+    label, as prometheus-adapter builds it: the namespace matcher, then the pods'."""
+    namespace_label = rule.label(NAMESPACES)
+    matchers = [matcher(namespace_label, "=", namespace)]
+    values = {namespace_label: _escaped_alternation([namespace])}
+    return _resource_query(rule, rule.container_query, "containerQuery", rule.label(PODS), pods, matchers, values)
+
+
+def node_resource_query(rule: ResourceRule, nodes: Sequence[str]) -> str:
+    """A resource rule's nodeQuery for ``nodes``, grouped by the node label."""
+    return _resource_query(rule, rule.node_query, "nodeQuery", rule.label(NODES), nodes, [], {})
+
+
+def _resource_query(
+    rule: ResourceRule,
+    template: Template,
+    key: str,
+    label: str,
+    names: Sequence[str],
+    matchers: list[str],
+    values: dict[str, str],
+) -> str:
+    names_part, values[label] = names_matcher_and_alternation(label, names)
+    group_by = [label, rule.container_label] if key == "containerQuery" else [label]
+    args = Struct(
+        Series="",
+        LabelMatchers=",".join([*matchers, names_part]),
+        GroupBy=",".join(group_by),
+        GroupBySlice=group_by,
+        LabelValuesByName=values,
+    )
+    return _render_template(template, f"{rule.where}.{key}", args)

@@ -60,13 +60,14 @@ async def secure_adapter(
     cpus: set[int] | None = None,
     limits: Mapping[str, float] | None = None,
     root: Path = ROOT,
+    cluster: Cluster | None = None,
 ) -> AsyncIterator[AdapterProcess]:
     """Start the adapter over HTTPS with authentication on and wait until /readyz answers; SIGTERM it on exit.
 
     ``limits`` are ``adapter.serving.connections.Limits`` fields, handed to the command's ``main``; ``root`` is the
-    checkout whose adapter runs (a benchmark's "before").
+    checkout whose adapter runs (a benchmark's "before"); ``cluster``, the CAs it trusts (a new one if not given).
     """
-    Cluster().publish(kube)
+    (cluster or Cluster()).publish(kube)
     grant_cluster_roles(kube)
     kubeconfig = kube.kubeconfig(workdir / "kubeconfig")
     port = free_port()

@@ -8,6 +8,7 @@ scraped without honorLabels (exported_pod/exported_namespace), and label values 
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 GPU = "DCGM_FI_DEV_GPU_UTIL"
@@ -92,15 +93,16 @@ def exposition(lines: list[tuple[str, dict[str, str], str]] = LINES) -> str:
 
 
 class Exporter:
-    """Serves ``text`` on /metrics from a thread (Prometheus scrapes it while tests block or await)."""
+    """Serves ``text`` on /metrics from a thread (Prometheus scrapes it while tests block or await); a callable
+    ``text`` is called for each scrape (counters that grow with time)."""
 
-    def __init__(self, text: str) -> None:
+    def __init__(self, text: str | Callable[[], str]) -> None:
         self.text = text
         exporter = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self) -> None:
-                body = exporter.text.encode()
+                body = (exporter.text if isinstance(exporter.text, str) else exporter.text()).encode()
                 self.send_response(200)
                 self.send_header("Content-Type", "text/plain; version=0.0.4")
                 self.send_header("Content-Length", str(len(body)))

@@ -5,7 +5,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from adapter.errors import NotFinite
-from adapter.query.quantity import format_quantity, parse_sample_value
+from adapter.query.quantity import binary_quantity, format_quantity, parse_sample_value
 from demo.kube_wire import parse_quantity  # independent of the adapter: round trips check one against the other
 
 
@@ -76,3 +76,36 @@ def test_any_prometheus_float_text_formats(value: float) -> None:
     # Prometheus sends repr-like shortest text; the quantity never loses a digit of it above the nano.
     text = format_quantity(parse_sample_value(repr(value)))
     assert abs(parse_quantity(text) - Decimal(repr(value))) <= Decimal("0.5e-9")
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        # Kubernetes' canonical BinarySI: whole bytes on the largest power of 1024 that divides them
+        ("104857600", "100Mi"),
+        ("1074266112", "1049088Ki"),
+        ("8589934592", "8Gi"),
+        ("1536", "1536"),
+        ("123456789", "123456789"),
+        ("1024", "1Ki"),
+        # below 1024 or with a fraction of a byte: DecimalSI, as Kubernetes falls back
+        ("512", "512"),
+        ("0", "0"),
+        ("0.5", "500m"),
+        ("1234.5", "1234500m"),
+        (str(2**70), "1024Ei"),
+    ],
+)
+def test_binary_quantity(value: str, expected: str) -> None:
+    assert binary_quantity(Decimal(value)) == expected
+    assert parse_quantity(expected) == Decimal(value)
+
+
+def test_binary_quantity_refuses_what_is_not_finite() -> None:
+    with pytest.raises(NotFinite):
+        binary_quantity(Decimal("NaN"))
+
+
+@given(st.integers(min_value=0, max_value=2**80))
+def test_binary_quantity_round_trips_whole_bytes(value: int) -> None:
+    assert parse_quantity(binary_quantity(Decimal(value))) == value

@@ -1,0 +1,134 @@
+"""The JSON objects of metrics.k8s.io/v1beta1, as metrics-server and prometheus-adapter marshal them.
+
+A single object carries ``kind`` and ``apiVersion``; the items of a list do not (the list does). ``metadata`` holds
+the object's name, namespace and labels, and a ``creationTimestamp`` of the moment of the answer (the metrics are
+made then); ``window`` is a Go duration string (``5m0s``); usage is ``{"cpu": ..., "memory": ...}`` in Kubernetes
+quantities."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+from typing import Literal, NotRequired, TypedDict
+
+from adapter.api.objects import APIResourceList, ListMeta, timestamp
+from adapter.api.paths import RESOURCE_GROUP
+from adapter.api.resource_metrics import NodeUsage, PodUsage, Usage
+from adapter.backends.kube_api import ObjectMeta
+
+API_VERSION = f"{RESOURCE_GROUP}/v1beta1"
+
+
+class ResourceList(TypedDict):
+    cpu: str
+    memory: str
+
+
+class Metadata(TypedDict):
+    name: str
+    namespace: NotRequired[str]
+    creationTimestamp: str
+    labels: NotRequired[dict[str, str]]
+
+
+class ContainerMetrics(TypedDict):
+    name: str
+    usage: ResourceList
+
+
+class NodeMetrics(TypedDict):
+    kind: NotRequired[Literal["NodeMetrics"]]
+    apiVersion: NotRequired[str]
+    metadata: Metadata
+    timestamp: str
+    window: str
+    usage: ResourceList
+
+
+class PodMetrics(TypedDict):
+    kind: NotRequired[Literal["PodMetrics"]]
+    apiVersion: NotRequired[str]
+    metadata: Metadata
+    timestamp: str
+    window: str
+    containers: list[ContainerMetrics]
+
+
+class NodeMetricsList(TypedDict):
+    kind: Literal["NodeMetricsList"]
+    apiVersion: str
+    metadata: ListMeta
+    items: list[NodeMetrics]
+
+
+class PodMetricsList(TypedDict):
+    kind: Literal["PodMetricsList"]
+    apiVersion: str
+    metadata: ListMeta
+    items: list[PodMetrics]
+
+
+def _metadata(meta: ObjectMeta, now: float) -> Metadata:
+    out: Metadata
+    if meta.namespace is None:
+        out = {"name": meta.name, "creationTimestamp": timestamp(now)}
+    else:
+        out = {"name": meta.name, "namespace": meta.namespace, "creationTimestamp": timestamp(now)}
+    if meta.labels:
+        out["labels"] = dict(meta.labels)
+    return out
+
+
+def _usage(usage: Usage) -> ResourceList:
+    return {"cpu": usage.cpu, "memory": usage.memory}
+
+
+def node_metrics(node: NodeUsage, window: str, now: float) -> NodeMetrics:
+    return {
+        "metadata": _metadata(node.meta, now),
+        "timestamp": timestamp(node.timestamp),
+        "window": window,
+        "usage": _usage(node.usage),
+    }
+
+
+def pod_metrics(pod: PodUsage, window: str, now: float) -> PodMetrics:
+    return {
+        "metadata": _metadata(pod.meta, now),
+        "timestamp": timestamp(pod.timestamp),
+        "window": window,
+        "containers": [{"name": c.name, "usage": _usage(c.usage)} for c in pod.containers],
+    }
+
+
+def node_metrics_list(nodes: Iterable[NodeUsage], window: str) -> NodeMetricsList:
+    now = time.time()
+    items = [node_metrics(n, window, now) for n in nodes]
+    return {"kind": "NodeMetricsList", "apiVersion": API_VERSION, "metadata": {}, "items": items}
+
+
+def pod_metrics_list(pods: Iterable[PodUsage], window: str) -> PodMetricsList:
+    now = time.time()
+    items = [pod_metrics(p, window, now) for p in pods]
+    return {"kind": "PodMetricsList", "apiVersion": API_VERSION, "metadata": {}, "items": items}
+
+
+def one_node(node: NodeUsage, window: str) -> NodeMetrics:
+    return {"kind": "NodeMetrics", "apiVersion": API_VERSION, **node_metrics(node, window, time.time())}
+
+
+def one_pod(pod: PodUsage, window: str) -> PodMetrics:
+    return {"kind": "PodMetrics", "apiVersion": API_VERSION, **pod_metrics(pod, window, time.time())}
+
+
+def resource_list() -> APIResourceList:
+    """``/apis/metrics.k8s.io/v1beta1``: nodes and pods, read with get and list (metrics-server's list)."""
+    return {
+        "kind": "APIResourceList",
+        "apiVersion": "v1",
+        "groupVersion": API_VERSION,
+        "resources": [
+            {"name": "nodes", "singularName": "", "namespaced": False, "kind": "NodeMetrics", "verbs": ["get", "list"]},
+            {"name": "pods", "singularName": "", "namespaced": True, "kind": "PodMetrics", "verbs": ["get", "list"]},
+        ],
+    }

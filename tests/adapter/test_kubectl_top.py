@@ -1,0 +1,175 @@
+"""``kubectl top`` against metrics.k8s.io as a cluster serves it: a real kubectl asks the stand-in API server, whose
+aggregation layer proxies ``/apis/metrics.k8s.io`` to ``python -m adapter`` (HTTPS, front-proxy authentication,
+SubjectAccessReviews), started with prometheus-adapter's and kube-prometheus's own configuration files over a real
+Prometheus holding cAdvisor, kubelet and node-exporter series. The numbers kubectl prints are computed by hand from
+the series written (tests/adapter/cadvisor.py)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable, Iterator
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+
+from adapter.security.tls import self_signed
+from demo.kube_aggregator import ADMIN, APIService
+from demo.kube_reviews import ReviewUser
+from tests.adapter.cadvisor import (
+    ANSWERED_PODS,
+    NODES,
+    cadvisor_prometheus,
+    container_usage,
+    kubectl_cpu,
+    kubectl_memory,
+    kubectl_percent,
+    kubelet_node_usage,
+    node_exporter_usage,
+    pod_usage,
+    populate,
+)
+from tests.adapter.pki import client_context
+from tests.adapter.secure import Cluster
+from tests.adapter.secure_process import secure_adapter
+from tests.adapter.test_cli import kubectl_binary, run
+from tests.fakes.kube_apiserver import FakeKubeAPIServer
+from tests.support.prometheus import Prometheus
+
+pytestmark = [pytest.mark.prometheus, pytest.mark.slow]
+
+CONFIGS = Path(__file__).parent / "resource_configs"
+# what each configuration's nodeQuery reads: the kubelet's node_* series, or node-exporter's
+NODE_USAGE: dict[str, Callable[[str], tuple[Decimal, Decimal]]] = {
+    "prometheus-adapter": kubelet_node_usage,
+    "kube-prometheus": node_exporter_usage,
+}
+
+
+@pytest.fixture(scope="module")
+def cadvisor(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Prometheus]:
+    with cadvisor_prometheus(tmp_path_factory.mktemp("cadvisor")) as prom:
+        yield prom
+
+
+class Top:
+    def __init__(self, kube: FakeKubeAPIServer, workdir: Path, config: str) -> None:
+        self.kube = kube
+        self.kubeconfig = kube.kubeconfig(workdir / "kubeconfig")
+        self.cache = workdir / "kube-cache"
+        self.config = config
+
+    async def run(self, *args: str) -> tuple[int, str, str]:
+        return await run(kubectl_binary(), f"--kubeconfig={self.kubeconfig}", f"--cache-dir={self.cache}", *args)
+
+    async def rows(self, *args: str) -> list[list[str]]:
+        """``kubectl top ARGS``'s table, header first, each row split into its columns."""
+        rc, out, err = await self.run("top", *args)
+        assert rc == 0, err
+        return [line.split() for line in out.splitlines()]
+
+
+@pytest.fixture(params=sorted(NODE_USAGE))
+async def top(request: pytest.FixtureRequest, cadvisor: Prometheus, tmp_path: Path) -> AsyncIterator[Top]:
+    kube = FakeKubeAPIServer()
+    populate(kube)
+    # over TLS: kubectl sends its bearer token to no other server
+    cert_pem, key_pem = self_signed(["127.0.0.1"])
+    (cert := tmp_path / "apiserver.crt").write_bytes(cert_pem)
+    (key := tmp_path / "apiserver.key").write_bytes(key_pem)
+    await kube.start(serving=(cert, key))
+    cluster = Cluster()
+    kube.reviews.grant(user=ADMIN.username, verbs=("get", "list"), api_groups=("metrics.k8s.io",))
+    config = f"--config={CONFIGS / request.param}.yaml"
+    try:
+        async with secure_adapter(kube, cadvisor.url, tmp_path, config, cluster=cluster) as adapter:
+            # the APIService: the adapter's certificate as caBundle, the front-proxy client certificate to present
+            tls = client_context(adapter.cert, cluster.front_proxy, tmp_path / "aggregator")
+            kube.aggregator.services.append(APIService("metrics.k8s.io", "v1beta1", adapter.url, tls))
+            yield Top(kube, tmp_path, request.param)
+    finally:
+        await kube.stop()
+
+
+def expected_pods(namespace: str | None) -> dict[tuple[str, str], list[str]]:
+    return {
+        (ns, pod): [kubectl_cpu(pod_usage(ns, pod)[0]), kubectl_memory(pod_usage(ns, pod)[1])]
+        for ns, pod in sorted(ANSWERED_PODS)
+        if namespace in (None, ns)
+    }
+
+
+async def test_kubectl_top_pods_prints_each_pods_usage(top: Top) -> None:
+    rows = await top.rows("pods", "-n", "ml")
+    assert rows[0] == ["NAME", "CPU(cores)", "MEMORY(bytes)"]
+    # broken-0 (NaN memory), idle-0 (no memory series) and new-0 (no series) are left out; gone-0 is not a pod
+    assert {("ml", r[0]): r[1:] for r in rows[1:]} == expected_pods("ml")
+    assert expected_pods("ml")[("ml", "trainer-0")] == ["375m", "120Mi"]  # the hand computation, spelled out
+
+    rows = await top.rows("pods", "--all-namespaces")
+    assert rows[0] == ["NAMESPACE", "NAME", "CPU(cores)", "MEMORY(bytes)"]
+    assert {(r[0], r[1]): r[2:] for r in rows[1:]} == expected_pods(None)
+
+    rows = await top.rows("pods", "-n", "ml", "-l", "app=trainer")
+    assert [r[0] for r in rows[1:]] == ["trainer-0", "trainer-1"]
+
+    rows = await top.rows("pod", "trainer-1", "-n", "ml")
+    assert rows[1:] == [["trainer-1", *expected_pods("ml")[("ml", "trainer-1")]]]
+
+
+async def test_kubectl_top_pods_prints_each_containers_usage(top: Top) -> None:
+    rows = await top.rows("pods", "-n", "ml", "--containers")
+    assert rows[0] == ["POD", "NAME", "CPU(cores)", "MEMORY(bytes)"]
+    expected = {
+        (pod, container): [kubectl_cpu(cpu), kubectl_memory(memory)]
+        for ns, pod in ANSWERED_PODS
+        if ns == "ml"
+        for container, (cpu, memory) in container_usage(ns, pod).items()
+    }
+    assert {(r[0], r[1]): r[2:] for r in rows[1:]} == expected
+    assert expected[("mixed-0", "helper")] == ["125m", "0Mi"]  # CPU without memory: memory 0, as prometheus-adapter
+
+
+async def test_kubectl_top_pod_without_metrics_is_not_found(top: Top) -> None:
+    rc, _, err = await top.run("top", "pod", "new-0", "-n", "ml")
+    assert rc == 1
+    assert 'podmetrics.metrics.k8s.io "ml/new-0" not found' in err
+
+
+async def test_kubectl_top_nodes_prints_usage_and_share_of_allocatable(top: Top) -> None:
+    usage = NODE_USAGE[top.config]
+    rows = await top.rows("nodes")
+    assert rows[0] == ["NAME", "CPU(cores)", "CPU(%)", "MEMORY(bytes)", "MEMORY(%)"]
+    expected = {}
+    for node in ("node-a", "node-b"):
+        cpu, memory = usage(node)
+        cpu_cores, memory_bytes = NODES[node]
+        expected[node] = [
+            kubectl_cpu(cpu),
+            kubectl_percent(int(cpu * 1000), cpu_cores * 1000),
+            kubectl_memory(memory),
+            kubectl_percent(int(memory * 1000), memory_bytes * 1000),
+        ]
+    expected["node-c"] = ["<unknown>"] * 4  # no series: the metrics API leaves it out, kubectl lists it so
+    assert {r[0]: r[1:] for r in rows[1:]} == expected
+
+    rows = await top.rows("node", "node-b")
+    assert rows[1:] == [["node-b", *expected["node-b"]]]
+    rows = await top.rows("nodes", "-l", "pool=train")
+    assert {r[0] for r in rows[1:]} == {"node-a", "node-c"}
+
+
+async def test_requests_reach_the_adapter_as_the_aggregator_sends_them(top: Top) -> None:
+    await top.rows("pods", "-n", "ml")
+    proxied = [headers for path, headers in top.kube.aggregator.proxied if "/pods" in path]
+    assert proxied
+    assert all("Authorization" not in h and h["X-Remote-User"] == ADMIN.username for h in proxied)
+    # the adapter asked the API server whether the user may list pods of metrics.k8s.io in ml
+    reviews = [r["resourceAttributes"] for r in top.kube.reviews.access_reviews if "resourceAttributes" in r]
+    assert {"group": "metrics.k8s.io", "resource": "pods", "verb": "list", "namespace": "ml"}.items() <= (
+        reviews[-1].items()
+    )
+
+    top.kube.aggregator.user = ReviewUser("intruder", groups=("system:authenticated",))
+    rc, _, err = await top.run("top", "pods", "-n", "ml")
+    assert rc == 1
+    assert "Forbidden" in err
