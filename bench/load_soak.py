@@ -25,7 +25,7 @@ from pathlib import Path
 
 import aiohttp
 
-from demo.run import simulated_setup
+from demo.node import simulated_setup
 from demo.stack import CUSTOM, Stack
 
 HPA_PATH = f"{CUSTOM}/namespaces/ml/pods/%2A/gpu_utilization?labelSelector=app%3Dtrainer"

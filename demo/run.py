@@ -1,158 +1,253 @@
-"""``gpuscale-demo`` (``make run``): a GPU load becomes an autoscaling decision, live, on this machine.
+"""``gpuscale-demo`` (``make run``): a closed autoscaling loop on GPU utilization, live, on this machine.
 
-It starts the whole chain (demo/stack.py): the collector, on this machine's GPUs or on simulated GPUs whose load
-follows a script, a real Prometheus, the adapter, and stand-ins for the Kubernetes API and the kubelet that give it
-a Deployment ``trainer`` of three pods, each on its own GPU, and two ``infer`` pods sharing one GPU. Every few
-seconds it prints, per pod, the ``gpu_utilization`` the custom metrics API returns (what an HPA reads) and the
-replica count an HPA with a 70 % target would choose. It ends by itself and stops everything it started.
+It starts the whole chain (demo/stack.py): the collector, on this machine's free GPUs or on simulated H200s, a real
+Prometheus, the adapter, and stand-ins for the Kubernetes API and the kubelet. A Deployment ``trainer`` starts with
+one replica; work arrives, a total that spreads evenly over the replicas (demo/workload.py); an HPA controller
+(demo/hpa_controller.py, demo/hpa.py) reads ``gpu_utilization`` from the custom metrics API every sync, as an HPA
+does, and scales the Deployment: each new replica is a pod on a free GPU, and the work spreads over it. On
+simulated GPUs two ``infer`` pods also share one GPU, to show each getting its own share. Every sync prints what
+the API answered; every scaling decision prints its reason. At the end: a picture (PNG, and HTML with ``--html``).
+It ends by itself, or at Ctrl-C, and stops everything it started.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
-import subprocess
+import shutil
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
-import yaml
+import aiohttp
 
-from collector.simulated import SimulatedNvml
-from demo.hpa import desired_replicas
-from demo.proc_tree import ProcTree, v2_systemd
-from demo.stack import Pod, Stack
+from demo import chart, kubectl
+from demo.console import Console
+from demo.deployment import Deployment
+from demo.hpa import Autoscaler, HpaSpec
+from demo.hpa_controller import HpaController, Sync
+from demo.kube_api import TOKEN
+from demo.node import Node, has_gpu, real_node, simulated_node
+from demo.stack import Stack
+from demo.workload import LoadScript, Workload
 
-TRAINERS = ("trainer-0", "trainer-1", "trainer-2")
-INFER = ("infer-a", "infer-b")
-INFER_PIDS = {"infer-a": 4101, "infer-b": 4102}
-SPEC = {
-    "gpus": 4,
-    "processes": {3: {4101: 0.55, 4102: 0.2}},
-    # the trainers idle, then a burst of work arrives at 15-30 s, stays until 55 s and falls back
-    "load": {
-        0: [[0, 0.15], [15, 0.15], [30, 0.97], [55, 0.97], [65, 0.3]],
-        1: [[0, 0.2], [15, 0.2], [30, 0.92], [55, 0.92], [65, 0.25]],
-        2: [[0, 0.1], [15, 0.1], [30, 0.95], [55, 0.95], [65, 0.2]],
-    },
-    # work arrives in bursts, busy for load x 0.25 s of every 0.25 s, as real serving does: a point sample of such a
-    # GPU jumps between 0 and 100, the collector's mean over each second is the load itself
-    "period": 0.25,
-}
-
-
-def has_gpu() -> bool:
-    try:
-        import pynvml
-
-        pynvml.nvmlInit()
-        pynvml.nvmlShutdown()
-        return True
-    except Exception:  # no driver, no library: simulate
-        return False
+SECONDS = 75.0
+# The timeline of the default 75 s, for 1 → 4 → 1 replicas whatever the phase of the syncs:
+# - 2.7 GPUs' worth of work settles at 4 replicas by the algorithm, not by maxReplicas: 4 share it at 67.5 % (ratio
+#   0.96, within the tolerance), 3 at 90 % (ceil(3 x 1.29) = 4), and 5 would be at 54 % (ceil(5 x 0.77) = 4).
+#   A GPU shows 100 % at most, so from 1 replica the HPA sees ratio 1.43 and climbs 1 → 2 → 3 → 4, a step each time
+#   the new pod's value has arrived (until then it is missing, counted as 0 on a scale-up, which holds the scale).
+# - The values follow the work ~2 s late: the climb starts at the sync after ~12 s and takes 3-5 syncs of 3 s (on
+#   this machine: 15, 18 and 21 s), so the replicas are steady at 4 well before the work leaves at 44 s.
+# - Then 0.5 GPU's worth is 12.5 % on 4 replicas: ceil(4 x 0.18) = 1. The 12 s scale-down window holds 4 until the
+#   last recommendation of 4 (~45-47 s) has left it: 4 → 1 at ~57-62 s (through 2 or 3 when a sync catches a value
+#   halfway down, itself held by the window), and the last 10 s or more show one replica at 50 %.
+SCRIPT = LoadScript(((0, 0.5), (10, 2.7), (44, 0.5)))
+SYNC_PERIOD = 3.0  # the HPA controller's --horizontal-pod-autoscaler-sync-period is 15 s: too slow for 75 s
+SCALE_UP_WINDOW = 0.0  # Kubernetes' default
+SCALE_DOWN_WINDOW = 12.0  # Kubernetes' default is 300 s, which would not fit in 75 s
 
 
-def simulated_setup(workdir: Path) -> tuple[list[str], list[Pod]]:
-    spec = workdir / "simulation.yaml"
-    spec.write_text(yaml.safe_dump(SPEC))
-    uuids = SimulatedNvml(4).uuids()
-    proc = ProcTree(workdir / "proc")
-    pods = [Pod(name, {"app": "trainer"}, (uuids[i],)) for i, name in enumerate(TRAINERS)]
-    for name in INFER:
-        uid = f"00000000-0000-4000-8000-00000000{INFER_PIDS[name]:04d}"
-        proc.add(INFER_PIDS[name], v2_systemd(uid))
-        replica = f"{uuids[3]}::{INFER.index(name)}"
-        pods.append(Pod(name, {"app": "infer"}, (replica,), resource="nvidia.com/gpu.shared", uid=uid))
-    args = ["--simulate-spec", str(spec), "--proc-root", str(proc.root), "--shared-window", "5000"]
-    return args, pods
+def table_header(pods: Sequence[str], others: Sequence[str]) -> str:
+    shared = " | " + " ".join(f"{p:>8}" for p in others) + " (one shared GPU)" if others else ""
+    return f"{'t':>5}  replicas  average " + " ".join(f"{p:>9}" for p in pods) + shared
 
 
-def real_setup() -> tuple[list[str], list[Pod]]:
-    import pynvml
-
-    pynvml.nvmlInit()
-    count = pynvml.nvmlDeviceGetCount()
-    uuids = [pynvml.nvmlDeviceGetUUID(pynvml.nvmlDeviceGetHandleByIndex(i)) for i in range(count)]
-    pynvml.nvmlShutdown()
-    pods = [Pod(name, {"app": "trainer"}, (uuids[i],)) for i, name in enumerate(TRAINERS[:count])]
-    return [], pods
+def _cells(values: dict[str, float], names: Sequence[str], width: int) -> str:
+    return " ".join(f"{values[n]:{width}.1f}" if n in values else "-".rjust(width) for n in names)
 
 
-async def real_load(stop: asyncio.Event) -> None:
-    """On real GPUs the demo makes the burst itself: a bf16 GEMM on GPU 0 at 95 %, then at 30 % duty."""
-    for delay, duty, seconds in ((15, 0.95, 40), (0, 0.3, 20)):
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(stop.wait(), delay)
-        if stop.is_set():
-            return
-        process = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "loadgen", "run", "--kind", "gemm-bf16", "--duty", str(duty),
-            "--seconds", str(seconds), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        )  # fmt: skip
-        waiter = asyncio.create_task(process.wait())
-        stopper = asyncio.create_task(stop.wait())
-        await asyncio.wait({waiter, stopper}, return_when=asyncio.FIRST_COMPLETED)
-        stopper.cancel()
-        if process.returncode is None:
-            process.terminate()
-            await process.wait()
+def table_row(sync: Sync, pods: Sequence[str], others: dict[str, float], other_names: Sequence[str]) -> str:
+    average = sync.decision.proposal.average
+    shared = f" | {_cells(others, other_names, 8)}" if other_names else ""
+    return (
+        f"{sync.at:4.0f}s  {sync.decision.current:8d}  {'-' if average is None else f'{average:.1f}':>7} "
+        f"{_cells(sync.values, pods, 9)}{shared}"
+    )
 
 
-def line(t: float, trainers: dict[str, float], infer: dict[str, float], replicas: int, target: float) -> str:
-    cells = " ".join(f"{trainers[p]:9.1f}" if p in trainers else f"{'-':>9}" for p in TRAINERS)
-    average = f"{sum(trainers.values()) / len(trainers):7.1f}" if trainers else f"{'-':>7}"
-    desired = desired_replicas(replicas, trainers.values(), target)
-    shared = " ".join(f"{infer[p]:8.1f}" if p in infer else f"{'-':>8}" for p in INFER)
-    return f"{t:5.0f}s {cells} | {average} {desired:4d} (of {replicas}) | {shared}"
+def decision_line(sync: Sync, target: float) -> str:
+    decision, proposal = sync.decision, sync.decision.proposal
+    if proposal.average is None or proposal.ratio is None:
+        return f"{sync.at:4.0f}s  hold at {decision.current}: {sync.error or proposal.why}"
+    verb = f"scale {decision.current} → {decision.replicas}" if decision.scales else f"hold at {decision.current}"
+    why = f"; {decision.why}" if decision.why else ""
+    return (
+        f"{sync.at:4.0f}s  {verb}: average {proposal.average:.1f} against a target of {target:g}: "
+        f"ratio {proposal.ratio:.2f}; {proposal.why}{why}"
+    )
 
 
-async def run(seconds: float, target: float, simulate: bool) -> None:
-    workdir = Path(tempfile.mkdtemp(prefix="gpuscale-demo-"))
-    collector_args, pods = simulated_setup(workdir) if simulate else real_setup()
-    kind = "simulated H200s (load follows a script)" if simulate else "this machine's GPUs"
-    print(f"starting the chain on {kind}: collector, Prometheus, adapter, Kubernetes stand-ins ({workdir})")
-    async with Stack(workdir, collector_args=collector_args) as stack:
-        stack.set_pods(pods)
-        trainers_running = sum(1 for p in pods if p.name in TRAINERS)
-        print(
-            f"custom metrics API: {stack.adapter_url}/apis/custom.metrics.k8s.io/v1beta2 ; Prometheus: "
-            f"{stack.prometheus.url if stack.prometheus else ''} ; collector: {stack.collector_url}/metrics\n"
-        )
-        print(
-            "gpu_utilization (%) per pod, as the custom metrics API answers the HPA; desired = the HPA's replicas "
-            f"for a {target:.0f} % target (tolerance 0.1)\n"
-        )
-        print(f"{'t':>6} " + " ".join(f"{p:>9}" for p in TRAINERS) + " | average desired      | "
-              + " ".join(f"{p:>8}" for p in INFER) + " (one shared GPU)")  # fmt: skip
-        stop = asyncio.Event()
-        load = asyncio.create_task(real_load(stop)) if not simulate else None
-        started = time.monotonic()
+def worth_saying(sync: Sync, previous: Sync | None) -> bool:
+    """Every scaling decision; a hold (the metric asks for a change that does not happen) or no values as they begin."""
+
+    def kind(s: Sync | None) -> str:
+        if s is None:
+            return ""
+        decision, proposal = s.decision, s.decision.proposal
+        if decision.scales:
+            return "scale"
+        if proposal.replicas is None:
+            return "no values"
+        return "hold" if proposal.replicas != decision.current or decision.why or proposal.missing else ""
+
+    now = kind(sync)
+    return now == "scale" or now not in ("", kind(previous))
+
+
+@dataclass
+class Record:
+    syncs: list[Sync] = field(default_factory=list)
+    rows: list[str] = field(default_factory=list)
+    decisions: list[str] = field(default_factory=list)
+
+
+async def show_kubectl(
+    console: Console, controller: HpaController, adapter_url: str, workdir: Path, sync: Sync
+) -> None:
+    """Once: the command a user would type for what the HPA just read, and its answer, shortened."""
+    path = controller.metric_path(star="*")
+    console.print(f"\nwhat the HPA reads, as you would ask it:\n$ {kubectl.user_command(path)}")
+    found = kubectl.find_kubectl()
+    answer, note = sync.answer, "(kubectl not found: the answer the HPA got over HTTP)"
+    if found is not None:
         try:
-            while (elapsed := time.monotonic() - started) < seconds:
-                trainers = await stack.pod_metric("gpu_utilization", "app=trainer")
-                infer = await stack.pod_metric("gpu_utilization", "app=infer")
-                print(line(elapsed, trainers, infer, trainers_running, target), flush=True)
-                await asyncio.sleep(3)
-        finally:
-            stop.set()
-            if load is not None:
-                await load
-    print("\ndone: every process the demo started has stopped")
+            answer = await kubectl.get_raw(found, kubectl.kubeconfig(workdir / "adapter.kubeconfig", adapter_url), path)
+            note = ""
+        except RuntimeError as e:
+            note = f"({e}: the answer the HPA got over HTTP)"
+    console.print(kubectl.shorten(answer) + (f"\n{note}" if note else "") + "\n")
+
+
+async def control_loop(
+    console: Console, stack: Stack, node: Node, spec: HpaSpec, script: LoadScript, seconds: float, workdir: Path
+) -> Record:
+    deployment = Deployment("trainer", node.gpus, lambda pods: stack.set_pods([*pods, *node.others]))
+    deployment.scale(spec.min_replicas)
+    workload = Workload(script, deployment, node.work)
+    pods = [f"trainer-{n}" for n in range(spec.max_replicas)]
+    other_names = [p.name for p in node.others]
+    record = Record()
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10)) as session:
+        controller = HpaController(session, stack.adapter_url, stack.kube.url, TOKEN, stack.namespace,
+                                   "gpu_utilization", deployment, Autoscaler(spec))  # fmt: skip
+        console.print(table_header(pods, other_names))
+        shown = False
+        started = time.monotonic()
+        next_sync = 0.0
+        while (elapsed := time.monotonic() - started) < seconds:
+            await workload.update(elapsed)
+            if elapsed >= next_sync:
+                next_sync += SYNC_PERIOD
+                sync = await controller.sync(elapsed)
+                await workload.update(elapsed)  # new replicas take their share at once
+                others = await stack.pod_metric("gpu_utilization", "app=infer") if other_names else {}
+                previous = record.syncs[-1] if record.syncs else None
+                record.syncs.append(sync)
+                record.rows.append(table_row(sync, pods, others, other_names))
+                console.print(record.rows[-1])
+                if worth_saying(sync, previous):
+                    record.decisions.append(decision_line(sync, spec.target))
+                    console.print("   → " + record.decisions[-1].lstrip())
+                everyone = len(sync.pods) >= min(2, spec.max_replicas) and set(sync.pods) <= set(sync.values)
+                if not shown and everyone:
+                    shown = True
+                    await show_kubectl(console, controller, stack.adapter_url, workdir, sync)
+            average = record.syncs[-1].decision.proposal.average if record.syncs else None
+            replicas = f"{deployment.replicas} replica{'s' if deployment.replicas != 1 else ''}"
+            shown_average = "-" if average is None else f"{average:.0f}"
+            console.progress(elapsed, f"{replicas}, average {shown_average} (target {spec.target:g})")
+            await asyncio.sleep(0.25)
+    console.end()
+    return record
+
+
+def settings_text(spec: HpaSpec, script: LoadScript) -> str:
+    return (
+        f"HPA for Deployment trainer: Pods metric gpu_utilization, target averageValue {spec.target:g}, "
+        f"{spec.min_replicas} to {spec.max_replicas} replicas, tolerance {spec.tolerance:g}\n"
+        f"  sync every {SYNC_PERIOD:g} s (Kubernetes: 15 s); stabilization windows: scale-up "
+        f"{spec.scale_up_window:g} s (Kubernetes' default 0 s), scale-down {spec.scale_down_window:g} s "
+        f"(Kubernetes' default 300 s, shortened for the demo)\n"
+        f"work: {script.describe()}; spread evenly over the replicas (each GPU busy total / replicas, at most 100 %)"
+    )
+
+
+def write_outputs(
+    console: Console, record: Record, spec: HpaSpec, script: LoadScript, settings: str, png: Path, html: Path | None
+) -> None:
+    title = "gpuscale demo: an HPA on gpu_utilization from the custom metrics API"
+    picture = chart.png(record.syncs, spec, title, script.total) if chart.available() and record.syncs else None
+    if picture is not None:
+        png.write_bytes(picture)
+        console.print(f"picture: {png.resolve()}")
+    elif not chart.available():
+        console.print("no picture: matplotlib is not installed (pip install 'gpuscale[plot]'); the table is the record")
+    if html is not None:
+        table = "\n".join(record.rows)
+        html.write_text(chart.page(title, settings, picture, record.decisions, table), encoding="utf-8")
+        console.print(f"page: {html.resolve()}")
+
+
+async def run(seconds: float, target: float, simulate: bool, png: Path, html: Path | None) -> None:
+    console = Console(sys.stdout, seconds)
+    workdir = Path(tempfile.mkdtemp(prefix="gpuscale-demo-"))
+    node: Node | None = None
+    try:
+        node = simulated_node(workdir) if simulate else real_node(workdir, seconds)
+        spec = HpaSpec(target, 1, len(node.gpus), scale_up_window=SCALE_UP_WINDOW, scale_down_window=SCALE_DOWN_WINDOW)
+        script = SCRIPT.stretched(seconds / SECONDS)
+        console.print(
+            f"starting the chain on {node.kind}: collector, Prometheus, adapter, Kubernetes stand-ins ({workdir})"
+        )
+        async with Stack(workdir, collector_args=node.collector_args) as stack:
+            prometheus = stack.prometheus.url if stack.prometheus else ""
+            console.print(f"custom metrics API: {stack.adapter_url}/apis/custom.metrics.k8s.io/v1beta2 ; "
+                          f"Prometheus: {prometheus} ; collector: {stack.collector_url}/metrics\n")  # fmt: skip
+            settings = settings_text(spec, script)
+            console.print(settings + "\n")
+            if not simulate:
+                console.print(f"starting gpuscale-load on {len(node.gpus)} GPU(s), idle until a replica lands on one")
+            await node.work.start()
+            try:
+                record = await control_loop(console, stack, node, spec, script, seconds, workdir)
+            finally:
+                console.end()
+                await node.work.close()  # the workers first, while what they are measured by still runs
+        path = [record.syncs[0].decision.current] + [s.decision.replicas for s in record.syncs if s.decision.scales]
+        console.print(f"\nreplicas: {' → '.join(map(str, path))}; every process the demo started has stopped")
+        write_outputs(console, record, spec, script, settings, png, html)
+    finally:
+        if node is not None:
+            await node.work.close()
+        shutil.rmtree(workdir, ignore_errors=True)
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(prog="gpuscale-demo", description=__doc__)
-    parser.add_argument("--seconds", type=float, default=75.0, help="how long to run (default 75)")
+    parser = argparse.ArgumentParser(prog="gpuscale-demo", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+    parser.add_argument("--seconds", type=float, default=SECONDS,
+                        help=f"how long to run (default {SECONDS:g}); the work's script stretches with it")  # fmt: skip
     parser.add_argument("--target", type=float, default=70.0, help="the HPA's gpu_utilization target (default 70)")
     parser.add_argument("--simulate", action="store_true", help="simulated GPUs even when this machine has GPUs")
+    parser.add_argument("--png", type=Path, default=Path("gpuscale-demo.png"),
+                        help="where the picture goes (default gpuscale-demo.png; needs matplotlib)")  # fmt: skip
+    parser.add_argument("--html", type=Path, help="also write a self-contained HTML page here")
     args = parser.parse_args()
+    if args.seconds <= 0 or args.target <= 0:
+        parser.error("--seconds and --target must be above 0")
     simulate = args.simulate or not has_gpu()
     try:
-        asyncio.run(run(args.seconds, args.target, simulate))
+        asyncio.run(run(args.seconds, args.target, simulate, args.png, args.html))
     except KeyboardInterrupt:
-        print("\nstopped")
+        print("\nstopped: every process the demo started has stopped, its temporary files are removed")
+        sys.exit(130)
+    except (RuntimeError, OSError) as e:
+        print(f"gpuscale-demo: error: {e}", file=sys.stderr)
+        sys.exit(1)
 
 
 if __name__ == "__main__":

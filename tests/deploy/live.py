@@ -30,8 +30,8 @@ from aiohttp import web
 
 from demo.kube_api import FakeKubeAPIServer
 from demo.kubelet import FakePod, PodResourcesServer
+from demo.node import simulated_setup
 from demo.prometheus import Prometheus, free_port, run_prometheus
-from demo.run import simulated_setup
 from tests.deploy.manifests import ROOT
 from tests.deploy.prometheus_files import RULES, offline_scrape_config
 

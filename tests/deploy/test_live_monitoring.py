@@ -17,8 +17,8 @@ from prometheus_client.metrics import MetricWrapperBase
 
 from adapter.self_metrics import AdapterMetrics
 from collector.self_metrics import SelfStats, self_families
+from demo.node import INFER, TRAINERS
 from demo.prometheus import Prometheus
-from demo.run import INFER, TRAINERS
 from tests.deploy.live import COLLECTOR_POD, NAMESPACE, NODE, live_monitoring
 from tests.deploy.prometheus_files import rules
 from tests.deploy.promql_names import (

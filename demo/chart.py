@@ -1,0 +1,94 @@
+"""The run as a picture: per-pod utilization, the average against the target, and the replicas, over time.
+
+matplotlib is an optional extra (``pip install 'gpuscale[plot]'``; GPU machines often lack it): without it there
+is no picture, and the table the run printed is the record. ``page`` puts the picture (as base64, no file beside
+it), the decisions and the table in one self-contained HTML page.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import importlib.util
+import io
+import math
+from collections.abc import Callable, Sequence
+
+from demo.hpa import HpaSpec
+from demo.hpa_controller import Sync
+
+WIDTH, HEIGHT, DPI = 1200, 900, 100  # pixels of the PNG
+
+
+def available() -> bool:
+    return importlib.util.find_spec("matplotlib") is not None
+
+
+def png(syncs: Sequence[Sync], spec: HpaSpec, title: str, work: Callable[[float], float] | None = None) -> bytes:
+    """The picture, WIDTH x HEIGHT pixels; ``work``: the total work at a second, drawn with the replicas."""
+    # the object API, not pyplot: no global figure state and no GUI backend chosen behind our back
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    figure = Figure(figsize=(WIDTH / DPI, HEIGHT / DPI), dpi=DPI, layout="constrained")
+    FigureCanvasAgg(figure)
+    pods_axes, average_axes, replicas_axes = figure.subplots(
+        3, 1, sharex=True, gridspec_kw={"height_ratios": [3, 2, 1.6]}
+    )
+    figure.suptitle(title)
+    t = [s.at for s in syncs]
+
+    pods = list(dict.fromkeys(name for s in syncs for name in s.values))
+    for n, name in enumerate(pods):
+        # pods that share the work evenly have the same values: each line narrower than the one before shows them all
+        width = 1.2 + 2.2 * (len(pods) - 1 - n)
+        pods_axes.plot(t, [s.values.get(name, math.nan) for s in syncs], marker=".", linewidth=width, label=name)
+    pods_axes.set_ylabel("gpu_utilization per pod (%)")
+    pods_axes.set_ylim(0, 105)
+    if pods:
+        pods_axes.legend(loc="upper right", fontsize="small", ncols=min(len(pods), 6))
+
+    averages = [s.decision.proposal.average for s in syncs]
+    average_axes.plot(t, [math.nan if a is None else a for a in averages], marker=".", color="black", label="average")
+    low, high = spec.target * (1 - spec.tolerance), spec.target * (1 + spec.tolerance)
+    average_axes.axhspan(low, high, color="tab:green", alpha=0.15, label=f"tolerance ({low:g}-{high:g})")
+    average_axes.axhline(spec.target, color="tab:green", linestyle="--", label=f"target {spec.target:g}")
+    average_axes.set_ylabel("average (%)")
+    average_axes.set_ylim(0, 105)
+    average_axes.legend(loc="upper right", fontsize="small", ncols=3)
+
+    replicas_axes.step(t, [s.decision.replicas for s in syncs], where="post", color="tab:purple", label="replicas")
+    if work is not None:
+        replicas_axes.step(t, [work(s.at) for s in syncs], where="post", color="tab:orange", linestyle="--",
+                           label="work (GPUs' worth)")  # fmt: skip
+        replicas_axes.legend(loc="upper right", fontsize="small", ncols=2)
+    replicas_axes.set_ylabel("replicas")
+    replicas_axes.set_ylim(0, spec.max_replicas + 0.5)
+    replicas_axes.set_xlabel("seconds")
+    for s in syncs:
+        if s.decision.scales:
+            for axes in (pods_axes, average_axes, replicas_axes):
+                axes.axvline(s.at, color="grey", linestyle=":", linewidth=1)
+            replicas_axes.annotate(f"{s.decision.current}→{s.decision.replicas}", (s.at, s.decision.replicas),
+                                   textcoords="offset points", xytext=(3, 4), fontsize="small")  # fmt: skip
+    out = io.BytesIO()
+    figure.savefig(out, format="png")  # no tight bounding box: the size stays WIDTH x HEIGHT
+    return out.getvalue()
+
+
+def page(title: str, settings: str, picture: bytes | None, decisions: Sequence[str], table: str) -> str:
+    """One HTML page, nothing outside it: the picture inline, the decisions, the table."""
+    image = (
+        f'<img alt="per-pod utilization, average and replicas over time" width="{WIDTH}" height="{HEIGHT}" '
+        f'src="data:image/png;base64,{base64.b64encode(picture).decode()}">'
+        if picture
+        else "<p>No picture: matplotlib is not installed (<code>pip install 'gpuscale[plot]'</code>).</p>"
+    )
+    return (
+        f'<!doctype html>\n<html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)}</title>'
+        "<style>body{font-family:sans-serif;margin:2em}pre{background:#f6f6f6;padding:1em;overflow-x:auto}</style>"
+        f"</head><body>\n<h1>{html.escape(title)}</h1>\n<pre>{html.escape(settings)}</pre>\n{image}\n"
+        f"<h2>Scaling decisions</h2>\n<pre>{html.escape(chr(10).join(decisions) or 'none')}</pre>\n"
+        f"<h2>What the custom metrics API answered, every sync</h2>\n<pre>{html.escape(table)}</pre>\n"
+        "</body></html>\n"
+    )

