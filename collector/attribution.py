@@ -117,7 +117,7 @@ class Attribution:
             index = reading.gpu.index
             base = gpu_labels(reading.gpu, self._replace_blanks)
             owner = _one_pod(owners.get((index, None), ()))
-            series.append(Series(base, reading.values, self._owner_labels(owner)))
+            series.append(Series(base, reading.values, self._owner_labels(owner), reading.labelled))
             if index in shared:
                 series.extend(self._shares(reading, base, owners[(index, None)]))
             for inst in reading.instances:

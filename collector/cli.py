@@ -11,12 +11,10 @@ import sys
 from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
-from .attribution import Attribution
-from .cgroups import CgroupReader
 from .collection import Collection
 from .counters_configmap import ConfigMapCounters
 from .counters_source import DCGM_EXPORTER_DEFAULT, CountersSource, counters_file
@@ -27,16 +25,18 @@ from .hpc_jobs import HpcJobs
 from .legacy_names import OLD_NAMESPACE_LABELS
 from .nvml_api import Nvml
 from .nvml_reader import NvmlReader
-from .pod_directory import KubePodDirectory, PodDirectory
-from .pod_labels import PodLabelFilter
-from .pod_resources import PodResourcesClient, PodResourcesWatcher
-from .process_sampler import ProcessSampler
-from .resource_slices import KubeResourceSlices
 from .server import create_app
 from .settings import FLAGS, Settings, parse_settings
 from .simulated import SimulatedNvml
-from .simulation_spec import load_spec
-from .web.serving import WebServing
+
+if TYPE_CHECKING:
+    # What only some flags use is imported when they are given: pod attribution (-k) brings gRPC and RE2, the web
+    # configuration cryptography, bcrypt and YAML; each costs resident memory (docs/collector-bench.md, memory).
+    from .attribution import Attribution
+    from .pod_directory import KubePodDirectory, PodDirectory
+    from .pod_resources import PodResourcesWatcher
+    from .process_sampler import ProcessSampler
+    from .resource_slices import KubeResourceSlices
 
 log = logging.getLogger("collector")
 
@@ -68,6 +68,8 @@ def configure_logging(settings: Settings) -> None:
 def choose_nvml(settings: Settings) -> tuple[Nvml, bool]:
     """The NVML module to read, and whether it is simulated."""
     if settings.simulate_spec:
+        from .simulation_spec import load_spec
+
         spec = load_spec(settings.simulate_spec)
         log.warning("serving %d SIMULATED GPUs from %s; no real GPU is read", spec.gpus, settings.simulate_spec)
         return spec.build(), True
@@ -124,7 +126,10 @@ def build_node(
     counters = counters or counters_file(settings.collectors)
     label_names = OLD_NAMESPACE_LABELS if settings.old_namespace else None
     slow_every = max(1, round(settings.slow_interval / settings.interval))
-    reader = NvmlReader(nvml, slow_every=slow_every, interval=settings.interval)
+    reader = NvmlReader(
+        nvml, slow_every=slow_every, interval=settings.interval, xid_window=settings.xid_window,
+        clock_events_window=settings.clock_events_window,
+    )  # fmt: skip
 
     hpc_jobs = HpcJobs(settings.hpc_job_mapping_dir) if settings.hpc_job_mapping_dir else None
 
@@ -136,6 +141,14 @@ def build_node(
 
     if not settings.kubernetes:
         return Node(collection())
+    from .attribution import Attribution
+    from .cgroups import CgroupReader
+    from .pod_directory import KubePodDirectory
+    from .pod_labels import PodLabelFilter
+    from .pod_resources import PodResourcesClient, PodResourcesWatcher
+    from .process_sampler import ProcessSampler
+    from .resource_slices import KubeResourceSlices
+
     slices = KubeResourceSlices(settings.node_name, settings.kubeconfig) if settings.dra else None
     client = PodResourcesClient(
         settings.pod_resources_socket, settings.resource_names, timeout=settings.pod_resources_timeout, dra=slices
@@ -156,12 +169,16 @@ def main(argv: Sequence[str] | None = None) -> None:
     configure_logging(settings)
     for flag in settings.ignored:
         log.info("%s is accepted and has no effect: %s", flag, FLAGS.flags[flag[2:]].ignored)
-    for flag in _needing_kubernetes(settings):
-        log.warning("%s has no effect without --kubernetes (-k): it labels the pods found through the kubelet", flag)
     if settings.remote_hostengine:
         log.info("%s", _remote_hostengine_note(settings))
+    for flag in _needing_kubernetes(settings):
+        log.warning("%s has no effect without --kubernetes (-k): it labels the pods found through the kubelet", flag)
     try:
-        serving = WebServing(Path(settings.web_config_file)) if settings.web_config_file else None
+        serving = None
+        if settings.web_config_file:
+            from .web.serving import WebServing
+
+            serving = WebServing(Path(settings.web_config_file))
         nvml, simulated = choose_nvml(settings)
         counters = counters_source(settings)
         node = build_node(settings, nvml, simulated, counters=counters)

@@ -11,10 +11,10 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from common.backoff import Backoff
 
-from .attribution import Attribution
 from .counters import Counters
 from .counters_source import CountersFile, CountersSource
 from .errors import ConfigError, NvmlUnavailable
@@ -23,6 +23,9 @@ from .hpc_jobs import HpcJobs
 from .nvml_reader import CycleResult, NvmlReader
 from .self_metrics import SelfStats, self_families
 from .series import device_series, gpu_families
+
+if TYPE_CHECKING:  # imported with -k only: pod attribution brings gRPC (collector-bench.md, memory)
+    from .attribution import Attribution
 
 log = logging.getLogger(__name__)
 
@@ -147,7 +150,7 @@ class Collection:
             self._publish([])
             return self._retry.next()
         wall, cpu = time.perf_counter(), time.thread_time()
-        result = self._reader.read(self.counters.fields)
+        result = self._reader.read(self.counters.fields, self.counters.labels)
         if self._attribution is not None:
             series = self._attribution(result)
         else:
@@ -158,7 +161,7 @@ class Collection:
             series,
             self.counters,
             self._common,
-            {"DCGM_FI_DRIVER_VERSION": self._reader.driver_version},
+            self._reader.system_labels,
             self._help_prefix,
             self._label_names,
         )

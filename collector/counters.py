@@ -16,7 +16,7 @@ from importlib import resources
 from pathlib import Path
 
 from .errors import ConfigError
-from .fields import FIELDS, LABEL_FIELDS, MetricType
+from .fields import FIELDS, LABEL_FIELDS, MetricType, without_dcgm
 from .legacy_names import LEGACY_FIELDS
 
 DEFAULT_FILE = "default-counters.csv"
@@ -91,6 +91,9 @@ def parse(text: str, source: str) -> Counters:
             labels.append(field)
         elif field in FIELDS:
             counters.append(Counter(field, metric_type, help_text, "" if field == name else name))
+        elif (why := without_dcgm(field)) is not None:
+            warnings.append(f"{source}:{lineno}: {name} cannot be served without DCGM ({why}); skipped")
+            continue
         else:
             warnings.append(f"{source}:{lineno}: {name} is not a field this collector serves; skipped")
             continue

@@ -1,25 +1,33 @@
-"""The DCGM fields this collector serves, and the NVML call that gives each.
+"""The DCGM fields this collector serves, and the reading that gives each.
 
 Names, types and units follow dcgm-exporter so that existing dashboards, alerts and adapter rules keep working.
-A *reading* is one NVML call that yields one or more fields; the reader calls each reading once per device and
-cycle, and only for readings whose fields the counters file asks for. A reading leaves out a field the device
-does not support (a per-value NotSupported); when the whole call is NotSupported it raises, and the reader marks
-all its fields unsupported.
+A *reading* is one NVML call that yields one or more fields (``readings.py``), or one the reader serves itself (XID
+events, GPM, NVLink rates, peer-to-peer status); the reader calls each reading once per device and cycle, and only
+for readings whose fields the counters file asks for.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
-from .nvml_api import Handle, Nvml
+from .event_windows import CLOCK_EVENTS_COUNT, XID_COUNT
+from .label_fields import LABEL_FIELDS as LABEL_FIELDS
 
 MetricType = Literal["gauge", "counter"]
 Values = dict[str, float]
-Reading = Callable[[Nvml, Handle], Values]
 
 MIB = 1024 * 1024
+
+NVLINK_LINKS = 18  # DCGM names per-link NVLink fields for links 0-17
+NVLINK_TOTAL = "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL"
+
+
+def nvlink_field(link: int) -> str:
+    return f"DCGM_FI_DEV_NVLINK_BANDWIDTH_L{link}"
+
+
+P2P_FIELD = "DCGM_EXP_P2P_STATUS"
 
 
 @dataclass(frozen=True)
@@ -30,148 +38,57 @@ class Field:
     reading: str
 
 
-def _utilization(nvml: Nvml, handle: Handle) -> Values:
-    rates = nvml.nvmlDeviceGetUtilizationRates(handle)
-    return {"DCGM_FI_DEV_GPU_UTIL": rates.gpu, "DCGM_FI_DEV_MEM_COPY_UTIL": rates.memory}
-
-
-def _encoder(nvml: Nvml, handle: Handle) -> Values:
-    return {"DCGM_FI_DEV_ENC_UTIL": nvml.nvmlDeviceGetEncoderUtilization(handle)[0]}
-
-
-def _decoder(nvml: Nvml, handle: Handle) -> Values:
-    return {"DCGM_FI_DEV_DEC_UTIL": nvml.nvmlDeviceGetDecoderUtilization(handle)[0]}
-
-
-def _memory(nvml: Nvml, handle: Handle) -> Values:
-    # The v2 structure splits driver-reserved memory out of "used"; DCGM reports all three in whole MiB.
-    mem = nvml.nvmlDeviceGetMemoryInfo(handle, version=nvml.nvmlMemory_v2)
-    return {
-        "DCGM_FI_DEV_FB_TOTAL": mem.total // MIB,
-        "DCGM_FI_DEV_FB_FREE": mem.free // MIB,
-        "DCGM_FI_DEV_FB_USED": mem.used // MIB,
-        "DCGM_FI_DEV_FB_RESERVED": mem.reserved // MIB,
-    }
-
-
-def _power(nvml: Nvml, handle: Handle) -> Values:
-    return {"DCGM_FI_DEV_POWER_USAGE": nvml.nvmlDeviceGetPowerUsage(handle) / 1000.0}
-
-
-def _power_limit(nvml: Nvml, handle: Handle) -> Values:
-    return {"DCGM_FI_DEV_POWER_MGMT_LIMIT": nvml.nvmlDeviceGetPowerManagementLimit(handle) / 1000.0}
-
-
-def _energy(nvml: Nvml, handle: Handle) -> Values:
-    return {"DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION": nvml.nvmlDeviceGetTotalEnergyConsumption(handle)}
-
-
-def _gpu_temp(nvml: Nvml, handle: Handle) -> Values:
-    return {"DCGM_FI_DEV_GPU_TEMP": nvml.nvmlDeviceGetTemperature(handle, nvml.NVML_TEMPERATURE_GPU)}
-
-
-def _sm_clock(nvml: Nvml, handle: Handle) -> Values:
-    return {"DCGM_FI_DEV_SM_CLOCK": nvml.nvmlDeviceGetClockInfo(handle, nvml.NVML_CLOCK_SM)}
-
-
-def _mem_clock(nvml: Nvml, handle: Handle) -> Values:
-    return {"DCGM_FI_DEV_MEM_CLOCK": nvml.nvmlDeviceGetClockInfo(handle, nvml.NVML_CLOCK_MEM)}
-
-
-def _fan(nvml: Nvml, handle: Handle) -> Values:
-    return {"DCGM_FI_DEV_FAN_SPEED": nvml.nvmlDeviceGetFanSpeed(handle)}
-
-
-def _pcie_replay(nvml: Nvml, handle: Handle) -> Values:
-    return {"DCGM_FI_DEV_PCIE_REPLAY_COUNTER": nvml.nvmlDeviceGetPcieReplayCounter(handle)}
-
-
-def _remapped_rows(nvml: Nvml, handle: Handle) -> Values:
-    correctable, uncorrectable, _pending, failure = nvml.nvmlDeviceGetRemappedRows(handle)
-    return {
-        "DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS": correctable,
-        "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS": uncorrectable,
-        "DCGM_FI_DEV_ROW_REMAP_FAILURE": failure,
-    }
-
-
-def _ecc(nvml: Nvml, handle: Handle) -> Values:
-    def total(bit_type: int, counter: int) -> int:
-        return int(nvml.nvmlDeviceGetTotalEccErrors(handle, bit_type, counter))
-
-    return {
-        "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL": total(nvml.NVML_SINGLE_BIT_ECC, nvml.NVML_VOLATILE_ECC),
-        "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL": total(nvml.NVML_DOUBLE_BIT_ECC, nvml.NVML_VOLATILE_ECC),
-        "DCGM_FI_DEV_ECC_SBE_AGG_TOTAL": total(nvml.NVML_SINGLE_BIT_ECC, nvml.NVML_AGGREGATE_ECC),
-        "DCGM_FI_DEV_ECC_DBE_AGG_TOTAL": total(nvml.NVML_DOUBLE_BIT_ECC, nvml.NVML_AGGREGATE_ECC),
-    }
-
-
-def _clock_events(nvml: Nvml, handle: Handle) -> Values:
-    return {"DCGM_FI_DEV_CLOCK_THROTTLE_REASONS": nvml.nvmlDeviceGetCurrentClocksEventReasons(handle)}
-
-
-def _pstate(nvml: Nvml, handle: Handle) -> Values:
-    return {"DCGM_FI_DEV_PSTATE": nvml.nvmlDeviceGetPerformanceState(handle)}
-
-
-def typed_value(value: object, value_type: int) -> float:
-    """The member of NVML's value union that ``value_type`` (an ``nvmlValueType_t``) says is set."""
-    kinds = {0: "dVal", 1: "uiVal", 2: "ulVal", 3: "ullVal", 4: "sllVal", 5: "siVal", 6: "usVal"}
-    return float(getattr(value, kinds.get(value_type, "ullVal")))
-
-
-def _field_values(nvml: Nvml, handle: Handle) -> Values:
-    """Fields that only the field-values API gives; each carries its own return code."""
-    wanted = {
-        nvml.NVML_FI_DEV_MEMORY_TEMP: "DCGM_FI_DEV_MEMORY_TEMP",
-        nvml.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX: "tx",
-        nvml.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX: "rx",
-    }
-    got: Values = {}
-    for raw in nvml.nvmlDeviceGetFieldValues(handle, list(wanted)):
-        if raw.nvmlReturn == nvml.NVML_SUCCESS:
-            got[wanted[raw.fieldId]] = typed_value(raw.value, raw.valueType)
-    out = {k: v for k, v in got.items() if k.startswith("DCGM_")}
-    if "tx" in got and "rx" in got:
-        # NVML counts KiB since the driver loaded; DCGM's total is the sum of both directions in KiB.
-        out["DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL"] = got["tx"] + got["rx"]
-    return out
-
-
-READINGS: dict[str, Reading] = {
-    "utilization": _utilization,
-    "encoder": _encoder,
-    "decoder": _decoder,
-    "memory": _memory,
-    "power": _power,
-    "power_limit": _power_limit,
-    "energy": _energy,
-    "gpu_temp": _gpu_temp,
-    "sm_clock": _sm_clock,
-    "mem_clock": _mem_clock,
-    "fan": _fan,
-    "pcie_replay": _pcie_replay,
-    "remapped_rows": _remapped_rows,
-    "ecc": _ecc,
-    "clock_events": _clock_events,
-    "pstate": _pstate,
-    "field_values": _field_values,
-}
-
 # Present only on GPUs with at least one active NVLink link: a lone H200 answers GPM's NVLink rates with 0.
 NVLINK_FIELDS = frozenset(
-    {"DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL", "DCGM_FI_PROF_NVLINK_TX_BYTES", "DCGM_FI_PROF_NVLINK_RX_BYTES"}
+    {
+        NVLINK_TOTAL,
+        *(nvlink_field(n) for n in range(NVLINK_LINKS)),
+        "DCGM_FI_PROF_NVLINK_TX_BYTES",
+        "DCGM_FI_PROF_NVLINK_RX_BYTES",
+        "DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL",
+        "DCGM_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_TOTAL",
+        "DCGM_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL",
+        "DCGM_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL",
+    }
 )
 
 # Readings of values that change slowly or only count rare events. On an H200 the energy counter alone cost
 # ~3.4 ms of CPU per call, more than all other readings together, so these are read every few cycles and their
 # last values served in between.
-SLOW_READINGS = frozenset({"energy", "power_limit", "pcie_replay", "ecc", "remapped_rows"})
+SLOW_READINGS = frozenset(
+    {
+        "energy",
+        "power_limit",
+        "pcie_replay",
+        "ecc",
+        "remapped_rows",
+        "retired_pages",
+        "nvlink_errors",
+        "vgpu_license",
+        "p2p",
+    }
+)
+
+# What dcgm-exporter serves from DCGM alone, and why NVML cannot give it: named when a counters file asks for it.
+WITHOUT_DCGM: dict[str, str] = {
+    "DCGM_EXP_GPU_HEALTH_STATUS": "DCGM's health watches need the DCGM host engine",
+    "DCGM_FI_DEV_NVSWITCH_": "NVSwitch fields come from DCGM's NVSwitch module; NVML reads GPUs",
+    "DCGM_FI_DEV_CPU_": "CPU fields come from DCGM's CPU module; NVML reads GPUs",
+}
+
+
+def without_dcgm(name: str) -> str | None:
+    """Why NVML cannot serve ``name`` (a field or a prefix of fields above), or None."""
+    return next(
+        (why for key, why in WITHOUT_DCGM.items() if name == key or (key.endswith("_") and name.startswith(key))), None
+    )
+
 
 # Readings that are not plain NVML calls per cycle: the reader serves these itself.
 XID = "xid"
 GPM = "gpm"
+NVLINK = "nvlink"  # throughput rates from two readings (nvlink.py)
+P2P = "p2p"  # peer-to-peer status between each pair of GPUs (nvlink.py)
 
 
 @dataclass(frozen=True)
@@ -213,6 +130,18 @@ GPM_METRICS: dict[str, tuple[str, float]] = {
 
 def _f(name: str, type_: MetricType, help_: str, reading: str) -> Field:
     return Field(name, type_, help_, reading)
+
+
+def _violation(policy: str, cause: str) -> tuple[str, MetricType, str, str]:
+    return f"DCGM_FI_DEV_{policy}_VIOLATION", "counter", f"Throttling duration due to {cause} (in ns).", "violations"
+
+
+def _nvlink_errors(kind: str, what: str) -> tuple[str, MetricType, str, str]:
+    return f"DCGM_FI_DEV_NVLINK_{kind}_ERROR_COUNT_TOTAL", "counter", f"Total number of NVLink {what}.", "nvlink_errors"
+
+
+_RP = "retired_pages"
+_PCIE = "pcie_throughput"
 
 
 FIELDS: dict[str, Field] = {
@@ -278,12 +207,7 @@ FIELDS: dict[str, Field] = {
             "Total number of double-bit persistent ECC errors.",
             "ecc",
         ),
-        _f(
-            "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL",
-            "counter",
-            "Total NVLink data throughput of all links, both directions (in KiB).",
-            "field_values",
-        ),
+        _f(NVLINK_TOTAL, "counter", "NVLink throughput of all links, both directions (in MB/s, as DCGM).", NVLINK),
         _f(
             "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS",
             "gauge",
@@ -326,8 +250,28 @@ FIELDS: dict[str, Field] = {
         _f("DCGM_FI_PROF_PCIE_RX_BYTES", "gauge", "PCIe receive rate, headers and payload (in B/s).", GPM),
         _f("DCGM_FI_PROF_NVLINK_TX_BYTES", "gauge", "NVLink transmit rate (in B/s).", GPM),
         _f("DCGM_FI_PROF_NVLINK_RX_BYTES", "gauge", "NVLink receive rate (in B/s).", GPM),
+        *(
+            _f(nvlink_field(n), "counter", f"NVLink link {n} throughput, both directions (in MB/s, as DCGM).", NVLINK)
+            for n in range(NVLINK_LINKS)
+        ),
+        _f(*_violation("POWER", "power constraints")),
+        _f(*_violation("THERMAL", "thermal constraints")),
+        _f(*_violation("SYNC_BOOST", "sync-boost constraints")),
+        _f(*_violation("BOARD_LIMIT", "board limit constraints")),
+        _f(*_violation("LOW_UTIL", "low utilization")),
+        _f(*_violation("RELIABILITY", "reliability constraints")),
+        _f("DCGM_FI_DEV_RETIRED_SBE", "counter", "Total number of retired pages due to single-bit errors.", _RP),
+        _f("DCGM_FI_DEV_RETIRED_DBE", "counter", "Total number of retired pages due to double-bit errors.", _RP),
+        _f("DCGM_FI_DEV_RETIRED_PENDING", "counter", "Whether pages are pending retirement (1) or not (0).", _RP),
+        _f("DCGM_FI_DEV_PCIE_TX_THROUGHPUT", "gauge", "PCIe transmit throughput over 20 ms (in KB/s).", _PCIE),
+        _f("DCGM_FI_DEV_PCIE_RX_THROUGHPUT", "gauge", "PCIe receive throughput over 20 ms (in KB/s).", _PCIE),
+        _f(*_nvlink_errors("CRC_FLIT", "flow-control CRC errors")),
+        _f(*_nvlink_errors("CRC_DATA", "data CRC errors")),
+        _f(*_nvlink_errors("REPLAY", "retries")),
+        _f(*_nvlink_errors("RECOVERY", "recovery errors")),
+        _f("DCGM_FI_DEV_VGPU_LICENSE_STATUS", "gauge", "vGPU license status (1 licensed).", "vgpu_license"),
+        _f(CLOCK_EVENTS_COUNT, "counter", "Clock events in the last window, by reason.", "clock_events"),
+        _f(XID_COUNT, "counter", "XID errors in the last window, by XID.", XID),
+        _f(P2P_FIELD, "gauge", "Peer-to-peer status over NVLink to each other GPU (0 OK).", P2P),
     ]
 }
-
-# Fields that become a label on every series instead of a series of their own ("label" in the counters file).
-LABEL_FIELDS: frozenset[str] = frozenset({"DCGM_FI_DRIVER_VERSION"})

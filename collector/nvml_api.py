@@ -43,6 +43,7 @@ class PciInfo(Protocol):
 
 class FieldValue(Protocol):
     fieldId: int
+    timestamp: int  # µs since the epoch when NVML took the value; 0 where it left the value unset
     nvmlReturn: int
     valueType: int  # which member of ``value`` (a C union) is set
     value: object
@@ -67,6 +68,19 @@ class ProcessUtilizationSample(Protocol):
 class EventData(Protocol):
     eventType: int
     eventData: int  # the XID, for an XID event
+
+
+class GridLicensableFeature(Protocol):
+    featureCode: int
+    featureState: int
+
+
+class GridLicensableFeatures(Protocol):
+    isGridLicenseSupported: int
+    licensableFeaturesCount: int
+
+    @property
+    def gridLicensableFeatures(self) -> Sequence[GridLicensableFeature]: ...
 
 
 class GpmSupport(Protocol):
@@ -121,6 +135,26 @@ class Nvml(Protocol):
     NVML_FI_DEV_MEMORY_TEMP: int
     NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX: int
     NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX: int
+    NVML_FI_DEV_PERF_POLICY_POWER: int
+    NVML_FI_DEV_PERF_POLICY_THERMAL: int
+    NVML_FI_DEV_PERF_POLICY_SYNC_BOOST: int
+    NVML_FI_DEV_PERF_POLICY_BOARD_LIMIT: int
+    NVML_FI_DEV_PERF_POLICY_LOW_UTILIZATION: int
+    NVML_FI_DEV_PERF_POLICY_RELIABILITY: int
+    NVML_FI_DEV_RETIRED_SBE: int
+    NVML_FI_DEV_RETIRED_DBE: int
+    NVML_FI_DEV_RETIRED_PENDING: int
+    NVML_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL: int
+    NVML_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_TOTAL: int
+    NVML_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL: int
+    NVML_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL: int
+    NVML_PCIE_UTIL_TX_BYTES: int
+    NVML_PCIE_UTIL_RX_BYTES: int
+    NVML_INFOROM_OEM: int
+    NVML_INFOROM_ECC: int
+    NVML_INFOROM_POWER: int
+    NVML_GRID_LICENSE_FEATURE_CODE_VGPU: int
+    NVML_P2P_CAPS_INDEX_NVLINK: int
     nvmlMemory_v2: int
     nvmlEventTypeXidCriticalError: int
     NVML_GPM_METRICS_GET_VERSION: int
@@ -150,6 +184,7 @@ class Nvml(Protocol):
     def nvmlInit(self) -> None: ...
     def nvmlShutdown(self) -> None: ...
     def nvmlSystemGetDriverVersion(self) -> Text: ...
+    def nvmlSystemGetNVMLVersion(self) -> Text: ...
     def nvmlDeviceGetCount(self) -> int: ...
     def nvmlDeviceGetHandleByIndex(self, index: int, /) -> Handle: ...
     def nvmlDeviceGetMinorNumber(self, handle: Handle, /) -> int: ...
@@ -157,6 +192,14 @@ class Nvml(Protocol):
     def nvmlDeviceGetName(self, handle: Handle, /) -> Text: ...
     def nvmlDeviceGetPciInfo(self, handle: Handle, /) -> PciInfo: ...
     def nvmlDeviceGetNvLinkState(self, handle: Handle, link: int, /) -> int: ...
+    def nvmlDeviceGetP2PStatus(self, handle: Handle, peer: Handle, caps_index: int, /) -> int: ...
+
+    # -- identity read as label fields ----------------------------------------------------------------------
+    def nvmlDeviceGetBrand(self, handle: Handle, /) -> int: ...
+    def nvmlDeviceGetSerial(self, handle: Handle, /) -> Text: ...
+    def nvmlDeviceGetInforomVersion(self, handle: Handle, inforom_object: int, /) -> Text: ...
+    def nvmlDeviceGetInforomImageVersion(self, handle: Handle, /) -> Text: ...
+    def nvmlDeviceGetVbiosVersion(self, handle: Handle, /) -> Text: ...
 
     # -- readings --------------------------------------------------------------------------------------------
     def nvmlDeviceGetUtilizationRates(self, handle: Handle, /) -> UtilizationRates: ...
@@ -177,7 +220,11 @@ class Nvml(Protocol):
     def nvmlDeviceGetTotalEccErrors(self, handle: Handle, bit_type: int, counter_type: int, /) -> int: ...
     def nvmlDeviceGetCurrentClocksEventReasons(self, handle: Handle, /) -> int: ...
     def nvmlDeviceGetPerformanceState(self, handle: Handle, /) -> int: ...
-    def nvmlDeviceGetFieldValues(self, handle: Handle, field_ids: list[int], /) -> Sequence[FieldValue]: ...
+    def nvmlDeviceGetFieldValues(
+        self, handle: Handle, field_ids: list[int | tuple[int, int]], /
+    ) -> Sequence[FieldValue]: ...  # a (field, scope) pair names a link, or 0xFFFFFFFF for all links
+    def nvmlDeviceGetPcieThroughput(self, handle: Handle, counter: int, /) -> int: ...  # KB/s over 20 ms
+    def nvmlDeviceGetGridLicensableFeatures(self, handle: Handle, /) -> GridLicensableFeatures: ...
 
     # -- XID events ------------------------------------------------------------------------------------------
     def nvmlEventSetCreate(self) -> EventSet: ...

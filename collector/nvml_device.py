@@ -6,8 +6,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from .fields import FIELDS, GPM, NVLINK_FIELDS, XID, Values
+from .event_windows import EventWindow
+from .fields import FIELDS, GPM, NVLINK, NVLINK_FIELDS, XID, Values
 from .gpm import GpmSampler, gpm_supported
+from .nvlink import NvLinkThroughput, active_links
 from .nvml_api import Handle, Nvml, Text
 from .utilization import UtilizationSampler
 from .xid import XidWatcher
@@ -20,6 +22,7 @@ class GpuInfo:
     pci_bus_id: str
     minor: int
     model: str
+    labels: tuple[tuple[str, str], ...] = ()  # the label fields a counters file asks for (label_fields.py)
 
     @property
     def device(self) -> str:
@@ -51,11 +54,20 @@ class Device:
         self.instances: list[tuple[MigInstance, Handle, GpmSampler | None]] = []
         self.gpm: GpmSampler | None = None
         self.xid: XidWatcher | None = None
+        self.nvlink: NvLinkThroughput | None = None
+        self.label_values: dict[str, str] = {}  # per-GPU label fields read so far; they do not change
+        self.windows: dict[str, EventWindow] = {}  # event counts over dcgm-exporter's windows, by field
+        self.p2p: tuple[tuple[int, int], ...] = ()  # (peer GPU index, NVML's P2P status over NVLink)
         if gpm_supported(nvml, handle):
             self.gpm = GpmSampler(nvml, handle)
         else:
             self.unsupported.update(dict.fromkeys(_fields_of(GPM), "GPM not supported on this GPU or driver"))
-        if not _has_active_nvlink(nvml, handle):
+        links = active_links(nvml, handle)
+        if links:
+            self.nvlink = NvLinkThroughput(nvml, handle, links)
+            idle = set(_fields_of(NVLINK)) - self.nvlink.fields
+            self.unsupported.update(dict.fromkeys(idle, "this NVLink link is not active"))
+        else:
             self.unsupported.update(dict.fromkeys(NVLINK_FIELDS, "no active NVLink link"))
         try:
             self.xid = XidWatcher(nvml, handle)
@@ -92,16 +104,6 @@ class Device:
                 sampler.close()
         if self.xid is not None:
             self.xid.close()
-
-
-def _has_active_nvlink(nvml: Nvml, handle: Handle) -> bool:
-    for link in range(nvml.NVML_NVLINK_MAX_LINKS):
-        try:
-            if nvml.nvmlDeviceGetNvLinkState(handle, link) == nvml.NVML_FEATURE_ENABLED:
-                return True
-        except nvml.NVMLError:
-            continue
-    return False
 
 
 def _profile(mig_name: str) -> str:

@@ -10,13 +10,17 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections import Counter
-from dataclasses import dataclass, field
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field, replace
 
 from .errors import NvmlReadError, NvmlUnavailable
-from .fields import FIELDS, GPM, READINGS, SAMPLED_READINGS, SLOW_READINGS, XID, Values
+from .event_windows import CLOCK_EVENTS, CLOCK_EVENTS_COUNT, XID_COUNT, EventWindow, Samples, clock_events
+from .fields import FIELDS, GPM, NVLINK, P2P, P2P_FIELD, SAMPLED_READINGS, SLOW_READINGS, XID, Values
+from .label_fields import GPU_LABELS, SYSTEM_LABELS
+from .nvlink import p2p_samples
 from .nvml_api import Nvml
 from .nvml_device import Device, GpuInfo, MigInstance, error_kind, text
+from .readings import READINGS
 
 log = logging.getLogger(__name__)
 
@@ -32,6 +36,8 @@ class DeviceReading:
     gpu: GpuInfo
     values: Values
     instances: tuple[InstanceReading, ...] = ()
+    # fields served as several samples with labels of their own (counts by XID, clock event or peer GPU)
+    labelled: dict[str, Samples] = field(default_factory=dict)
 
 
 @dataclass
@@ -54,15 +60,27 @@ class ProcessSample:
 class NvmlReader:
     """Owns the NVML session: start, enumerate GPUs, read the requested fields of every GPU each cycle."""
 
-    def __init__(self, nvml: Nvml, slow_every: int = 10, interval: float = 1.0) -> None:
-        """``interval``: the span of GPU time each sampled utilization averages over (the collection interval)."""
+    def __init__(
+        self,
+        nvml: Nvml,
+        slow_every: int = 10,
+        interval: float = 1.0,
+        xid_window: float = 300.0,
+        clock_events_window: float = 300.0,
+    ) -> None:
+        """``interval``: the span of GPU time each sampled utilization averages over (the collection interval).
+        ``xid_window``, ``clock_events_window``: seconds over which XID errors and clock events are counted."""
         self._nvml = nvml
         self._interval = interval
         self._slow_every = max(1, slow_every)
+        self._windows = {XID_COUNT: xid_window, CLOCK_EVENTS_COUNT: clock_events_window}
         self._cycle = 0
         self._devices: list[Device] = []
         self.driver_version = ""
+        self.system_labels: dict[str, str] = {}  # label fields with one value for the whole node
+        self._system_unsupported: dict[str, str] = {}
         self._reported: set[tuple[int, str]] = set()
+        self._to_report: defaultdict[tuple[str, str], list[int]] = defaultdict(list)  # (field, why) → GPUs
 
     @property
     def gpus(self) -> list[GpuInfo]:
@@ -70,7 +88,13 @@ class NvmlReader:
 
     @property
     def unsupported(self) -> dict[tuple[int, str], str]:
-        return {(d.info.index, name): why for d in self._devices for name, why in d.unsupported.items()}
+        """(GPU, field) → why, for the fields asked of a GPU that lacks them."""
+        return {
+            (d.info.index, name): why
+            for d in self._devices
+            for name, why in d.unsupported.items()
+            if (d.info.index, name) in self._reported
+        }
 
     @property
     def point_sampled(self) -> set[tuple[int, str]]:
@@ -85,6 +109,12 @@ class NvmlReader:
             count = nvml.nvmlDeviceGetCount()
         except nvml.NVMLError as e:
             raise NvmlUnavailable(f"NVML did not start: {error_kind(nvml, e)} ({_describe(e)})") from e
+        self.system_labels, self._system_unsupported = {"DCGM_FI_DRIVER_VERSION": self.driver_version}, {}
+        for name, read in SYSTEM_LABELS.items():
+            try:
+                self.system_labels.setdefault(name, text(read(nvml)))
+            except nvml.NVMLError as e:
+                self._system_unsupported[name] = error_kind(nvml, e)
         devices = []
         for index in range(count):
             try:
@@ -124,7 +154,8 @@ class NvmlReader:
         with contextlib.suppress(self._nvml.NVMLError):
             self._nvml.nvmlShutdown()
 
-    def read(self, fields: frozenset[str]) -> CycleResult:
+    def read(self, fields: frozenset[str], labels: tuple[str, ...] = ()) -> CycleResult:
+        """The asked ``fields`` of every GPU, each GPU named with the asked label fields (``labels``) it has."""
         by_reading: dict[str, frozenset[str]] = {}
         for name in fields:
             spec = FIELDS.get(name)
@@ -133,13 +164,20 @@ class NvmlReader:
         result = CycleResult()
         refresh_slow = self._cycle % self._slow_every == 0
         self._cycle += 1
+        for name in labels:
+            if name in self._system_unsupported and (-1, name) not in self._reported:
+                self._reported.add((-1, name))
+                log.info("%s is not available (%s); the label is left out", name, self._system_unsupported[name])
         for device in self._devices:
             if refresh_slow and self._cycle > 1:
                 device.find_instances(self._nvml)  # MIG layouts change rarely; look again on the slow tick
+            self._name_device(device, labels, result)
             values = self._read_device(device, by_reading, result, refresh_slow)
             if values is not None:
                 instances = tuple(self._read_instances(device, fields, result))
-                result.readings.append(DeviceReading(device.info, values, instances))
+                labelled = self._labelled(device, values)
+                result.readings.append(DeviceReading(device.info, values, instances, labelled))
+        self._log_unsupported()
         return result
 
     def process_memory(self, index: int) -> dict[int, int]:
@@ -194,6 +232,46 @@ class NvmlReader:
             readings.append(InstanceReading(instance, values))
         return readings
 
+    def _name_device(self, device: Device, labels: tuple[str, ...], result: CycleResult) -> None:
+        """Reads the GPU's asked label fields not read yet, and names the GPU with the ones it has."""
+        nvml = self._nvml
+        for name in labels:
+            read = GPU_LABELS.get(name)
+            if read is None or name in device.label_values or name in device.unsupported:
+                continue
+            try:
+                device.label_values[name] = text(read(nvml, device.handle))
+            except nvml.NVMLError as e:
+                if e.value in _unsupported_codes(nvml):
+                    self._mark_unsupported(device, {name}, error_kind(nvml, e))
+                else:  # asked again next cycle
+                    result.errors[(str(device.info.index), error_kind(nvml, e))] += 1
+        own = tuple((name, device.label_values[name]) for name in labels if name in device.label_values)
+        if own != device.info.labels:
+            device.info = replace(device.info, labels=own)
+
+    def _labelled(self, device: Device, values: Values) -> dict[str, Samples]:
+        """The fields read as one value that are served as several labelled samples, taken out of ``values``."""
+        out: dict[str, Samples] = {}
+        if CLOCK_EVENTS_COUNT in values:
+            window = self._window(device, CLOCK_EVENTS_COUNT)
+            window.add(clock_events(int(values.pop(CLOCK_EVENTS_COUNT))))
+            out[CLOCK_EVENTS_COUNT] = window.samples("clock_event", CLOCK_EVENTS.__getitem__)
+        if XID_COUNT in values:
+            values.pop(XID_COUNT)
+            window = self._window(device, XID_COUNT)
+            window.add(device.xid.drained if device.xid is not None else ())
+            out[XID_COUNT] = window.samples("xid")
+        if P2P_FIELD in values:
+            values.pop(P2P_FIELD)
+            out[P2P_FIELD] = p2p_samples(device.p2p)
+        return out
+
+    def _window(self, device: Device, name: str) -> EventWindow:
+        if name not in device.windows:
+            device.windows[name] = EventWindow(self._windows[name])
+        return device.windows[name]
+
     def _read_device(
         self, device: Device, by_reading: dict[str, frozenset[str]], result: CycleResult, refresh_slow: bool
     ) -> Values | None:
@@ -201,6 +279,8 @@ class NvmlReader:
         gpu = str(device.info.index)
         values: Values = {}
         for reading, wanted in by_reading.items():
+            for name in wanted & device.unsupported.keys():
+                self._report(device, name)  # said once, also for what the GPU lacked from the start
             todo = wanted - device.unsupported.keys()
             if not todo:
                 continue
@@ -214,7 +294,7 @@ class NvmlReader:
                         device.slow_values[reading] = got
             except nvml.NVMLError as e:
                 kind = error_kind(nvml, e)
-                if e.value in (nvml.NVML_ERROR_NOT_SUPPORTED, nvml.NVML_ERROR_NO_PERMISSION):
+                if e.value in _unsupported_codes(nvml):
                     self._mark_unsupported(device, todo, kind)
                     continue
                 result.errors[(gpu, kind)] += 1
@@ -235,18 +315,57 @@ class NvmlReader:
     def _call(self, device: Device, reading: str, fields: frozenset[str]) -> Values | None:
         if reading == GPM:
             return device.gpm.read(fields) if device.gpm is not None else {}
-        if reading == XID:
-            return {name: float(device.xid.poll()) for name in fields} if device.xid is not None else {}
+        if reading == XID:  # polled once: the count over a window takes the XIDs this poll drained
+            return dict.fromkeys(fields, float(device.xid.poll())) if device.xid is not None else {}
+        if reading == NVLINK:
+            return device.nvlink.read(fields) if device.nvlink is not None else {}
+        if reading == P2P:
+            device.p2p = tuple(self._p2p(device))
+            return {P2P_FIELD: float(len(device.p2p))}
         if reading in SAMPLED_READINGS:
             return device.utilization.read(reading)
         return READINGS[reading](self._nvml, device.handle)
 
+    def _p2p(self, device: Device) -> list[tuple[int, int]]:
+        """NVML's peer-to-peer status over NVLink from this GPU to each other one; a pair NVML cannot answer is left
+        out."""
+        nvml = self._nvml
+        out = []
+        for peer in self._devices:
+            if peer is device:
+                continue
+            try:
+                status = nvml.nvmlDeviceGetP2PStatus(device.handle, peer.handle, nvml.NVML_P2P_CAPS_INDEX_NVLINK)
+            except nvml.NVMLError:
+                continue
+            out.append((peer.info.index, int(status)))
+        return out
+
     def _mark_unsupported(self, device: Device, names: frozenset[str] | set[str], why: str) -> None:
         for name in sorted(names):
             device.unsupported[name] = why
-            if (device.info.index, name) not in self._reported:
-                self._reported.add((device.info.index, name))
-                log.info("GPU %d: %s is not available (%s); the series is left out", device.info.index, name, why)
+            self._report(device, name)
+
+    def _report(self, device: Device, name: str) -> None:
+        if (device.info.index, name) not in self._reported:
+            self._reported.add((device.info.index, name))
+            self._to_report[(name, device.unsupported[name])].append(device.info.index)
+
+    def _log_unsupported(self) -> None:
+        """The fields first asked of GPUs that lack them, once: one line per reason and set of GPUs."""
+        lines: defaultdict[tuple[str, tuple[int, ...]], list[str]] = defaultdict(list)
+        for (name, why), gpus in sorted(self._to_report.items()):
+            lines[(why, tuple(gpus))].append(name)
+        for (why, indices), names in lines.items():
+            where = ",".join(map(str, indices))
+            log.info("GPU %s: not available (%s), left out: %s", where, why, ", ".join(names))
+        self._to_report.clear()
+
+
+def _unsupported_codes(nvml: Nvml) -> frozenset[int]:
+    """Errors that say a GPU or driver will not give a value, now or later (FunctionNotFound: a driver older than
+    the call)."""
+    return frozenset({nvml.NVML_ERROR_NOT_SUPPORTED, nvml.NVML_ERROR_NO_PERMISSION, nvml.NVML_ERROR_FUNCTION_NOT_FOUND})
 
 
 def _fatal_codes(nvml: Nvml) -> frozenset[int]:

@@ -11,6 +11,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from .counters import Counters
+from .event_windows import Samples
 from .exposition import Family, Labels
 from .fields import Values
 from .nvml_device import GpuInfo, MigInstance
@@ -23,6 +24,8 @@ class Series:
     entity: Labels  # gpu, UUID, pci_bus_id, device, modelName (+ GPU_I_ID, GPU_I_PROFILE for MIG)
     values: Values
     owner: Labels = field(default=())  # pod, namespace, container when a pod owns what these values measure
+    # fields served as several samples with labels of their own (counts by XID or clock event, peer GPUs)
+    labelled: Mapping[str, Samples] = field(default_factory=dict)
 
 
 def gpu_labels(gpu: GpuInfo, replace_blanks: bool = False) -> Labels:
@@ -33,6 +36,7 @@ def gpu_labels(gpu: GpuInfo, replace_blanks: bool = False) -> Labels:
         ("pci_bus_id", gpu.pci_bus_id),
         ("device", gpu.device),
         ("modelName", model),
+        *gpu.labels,
     )
 
 
@@ -46,7 +50,7 @@ def device_series(readings: Iterable[DeviceReading], replace_blanks: bool = Fals
     out = []
     for r in readings:
         base = gpu_labels(r.gpu, replace_blanks)
-        out.append(Series(base, r.values))
+        out.append(Series(base, r.values, labelled=r.labelled))
         out.extend(Series(instance_labels(base, i.instance), i.values) for i in r.instances)
     return out
 
@@ -61,21 +65,27 @@ def gpu_families(
 ) -> list[Family]:
     """One family per counter that at least one series has a value for; a field no GPU supports is absent.
     ``label_names`` renames labels (``-o``: dcgm-exporter 1.x's ``uuid``, ``pod_name``, ...)."""
-    extra = common + tuple((name, label_values.get(name, "")) for name in counters.labels)
-    labelled = [(_renamed(_merged(s.entity + extra, s.owner), label_names), s.values) for s in series]
+    # label fields of the whole node; a GPU's own (serial, VBIOS ...) are among its entity labels (gpu_labels)
+    extra = common + tuple((name, label_values[name]) for name in counters.labels if name in label_values)
+    rows = [(_renamed(_merged(s.entity + extra, s.owner), label_names), s) for s in series]
     families = []
     for counter in counters.counters:
-        if counter.field == XID_FIELD:
-            samples = tuple(
-                (labels + xid_labels(values[XID_FIELD]), values[XID_FIELD])
-                for labels, values in labelled
-                if XID_FIELD in values
-            )
-        else:
-            samples = tuple((labels, values[counter.field]) for labels, values in labelled if counter.field in values)
+        name = counter.field
+        samples = tuple((labels + own, value) for labels, s in rows for own, value in _field_samples(name, s))
         if samples:
             families.append(Family(counter.series, counter.type, help_prefix + counter.help, samples))
     return families
+
+
+def _field_samples(name: str, series: Series) -> Samples:
+    """A series' samples of one field with the labels each adds: none, or one plain value, the last XID with its
+    code and message, or several (window counts, peer statuses)."""
+    if name in series.labelled:
+        return series.labelled[name]
+    if name not in series.values:
+        return ()
+    value = series.values[name]
+    return ((xid_labels(value) if name == XID_FIELD else (), value),)
 
 
 def _merged(named: Labels, owner: Labels) -> Labels:

@@ -176,10 +176,12 @@ FLAGS = FlagTable(
              "NVSwitch series"),
         flag("-p", "--cpu-devices", env=("DCGM_EXPORTER_CPU_DEVICES_STR",), help="",
              ignored="it selects CPUs, which DCGM reads; this collector reads GPUs only and serves no CPU series"),
-        flag("-x", "--xid-count-window-size", env=("DCGM_EXPORTER_XID_COUNT_WINDOW_SIZE",), help="",
-             ignored=_DCGM),
-        flag("--clock-events-count-window-size", env=("DCGM_EXPORTER_CLOCK_EVENTS_COUNT_WINDOW_SIZE",), help="",
-             ignored=_DCGM),
+        flag("-x", "--xid-count-window-size", field="xid_window", parse=milliseconds(1, 2**31 - 1), default="300000",
+             env=("DCGM_EXPORTER_XID_COUNT_WINDOW_SIZE",), help="milliseconds over which DCGM_EXP_XID_ERRORS_COUNT "
+             "counts XID errors"),
+        flag("--clock-events-count-window-size", field="clock_events_window", parse=milliseconds(1, 2**31 - 1),
+             default="300000", env=("DCGM_EXPORTER_CLOCK_EVENTS_COUNT_WINDOW_SIZE",), help="milliseconds over which "
+             "DCGM_EXP_CLOCK_EVENTS_COUNT counts clock events (one sample of the reasons each collection interval)"),
         flag("--enable-dcgm-log", env=("DCGM_EXPORTER_ENABLE_DCGM_LOG",), help="", ignored=_NO_DCGM_LOG),
         flag("--dcgm-log-level", env=("DCGM_EXPORTER_DCGM_LOG_LEVEL",), help="", ignored=_NO_DCGM_LOG),
         flag("--fake-gpus", env=("DCGM_EXPORTER_USE_FAKE_GPUS",), help="",
@@ -204,6 +206,8 @@ class Settings:
     address: tuple[str, int] = FLAGS.default("address")
     interval: float = FLAGS.default("collect-interval")
     slow_interval: float = FLAGS.default("slow-fields-interval")
+    xid_window: float = FLAGS.default("xid-count-window-size")
+    clock_events_window: float = FLAGS.default("clock-events-count-window-size")
     kubernetes: bool = FLAGS.default("kubernetes")
     configmap: ConfigMapRef | None = None  # --configmap-data's default, "none"
     configmap_refresh: float = FLAGS.default("configmap-refresh")

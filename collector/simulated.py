@@ -30,6 +30,7 @@ from .nvml_api import (
     GpmMetricsGet,
     GpmSample,
     GpmSupport,
+    GridLicensableFeatures,
     Handle,
     MemoryInfo,
     Nvml,
@@ -53,6 +54,11 @@ POWER_LIMIT_MW = 700_000
 SAMPLE_PERIOD = 0.2  # seconds: NVML's utilization sample window on the H200 (device and per-process samples)
 SAMPLE_BUFFER = 70  # samples NVML keeps per GPU and kind (~14 s on the H200)
 POINT_WINDOW = 0.1  # seconds nvmlDeviceGetUtilizationRates covers: what fits the values an H200 gave
+POWER_CAPPED = 0.95  # load from which the clocks are held at the power limit (SW power cap)
+LOW_UTIL = 0.05  # load up to which the GPU idles at low clocks
+NVLINK_KIB_PER_S = 18e6  # one link's data both ways at full load (NVLink 4 carries up to 50 GB/s a link)
+NVLINK_TX_SHARE = 0.5
+ALL_LINKS = 0xFFFFFFFF
 
 
 def default_load(index: int, t: float) -> float:
@@ -87,6 +93,12 @@ class _Gpu:
     device: _Device
     energy_mj: float = 0.0
     last_t: float = 0.0
+    # what NVML counts since the driver loaded, brought up to date by _counters: ns of clocks held down by the power
+    # cap and by low utilization, KiB each NVLink link moved each way
+    capped_ns: float = 0.0
+    low_util_ns: float = 0.0
+    link_kib: float = 0.0
+    counted_t: float = 0.0
 
 
 @dataclass
@@ -134,13 +146,16 @@ class SimulatedNvml:
         wall_clock: Callable[[], float] = time.time,
         period: float | dict[int, float] = 0.0,
         absent: Callable[[int, float], bool] | None = None,
+        nvlink: int = 0,
     ) -> None:
         """``mig``: GPU index → MIG profiles ("1g.18gb") of its instances. ``processes``: GPU index → {pid: share of
         the GPU's time}; such a GPU's load is the sum of the shares, and NVML's per-process samples follow them.
         ``period``: seconds of one busy-then-idle cycle, for every GPU or per GPU index (0: evenly busy).
         ``absent(index, t)``: whether GPU ``index`` is unbound from the driver ``t`` seconds into the simulation.
         As with the real driver, NVML enumerates the bound GPUs when it starts (``nvmlInit``) and the handle of a
-        GPU unbound since answers GpuIsLost; ``present_gpus`` is what the driver's sysfs directory would list."""
+        GPU unbound since answers GpuIsLost; ``present_gpus`` is what the driver's sysfs directory would list.
+        ``nvlink``: active NVLink links per GPU, as on an HGX board (18); 0, the default, is a PCIe H200, which
+        answers every NVLink call NotSupported."""
         self._count = count
         self._load = load
         self._period = period
@@ -151,6 +166,7 @@ class SimulatedNvml:
         self._start = clock()
         self._driver = driver_version
         self._absent = absent
+        self._links = nvlink
         self._gpus = [_Gpu(_Device(i, bound=self._bound)) for i in range(count)]
         self._enumerated = [i for i in range(count) if self._bound(i)]
 
@@ -331,7 +347,12 @@ class SimulatedNvml:
         raise self._not_supported()  # the H200 has no fan of its own
 
     def nvmlDeviceGetNvLinkState(self, handle: Handle, link: int) -> int:
-        raise self._not_supported()  # a single simulated GPU has no NVLink, like the H200 it imitates
+        _device(handle)
+        if not self._links:
+            raise self._not_supported()  # a PCIe H200, like the one imitated, has no NVLink
+        if link >= self._links:
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_INVALID_ARGUMENT)
+        return int(pynvml.NVML_FEATURE_ENABLED)
 
     def nvmlDeviceGetPcieReplayCounter(self, handle: Handle) -> int:
         return 0
@@ -343,28 +364,110 @@ class SimulatedNvml:
         return 0
 
     def nvmlDeviceGetCurrentClocksEventReasons(self, handle: Handle) -> int:
-        return 0 if self.load(_device(handle)) > 0.05 else pynvml.nvmlClocksEventReasonGpuIdle
+        load = self.load(_device(handle))
+        if load <= LOW_UTIL:
+            return int(pynvml.nvmlClocksEventReasonGpuIdle)
+        return int(pynvml.nvmlClocksEventReasonSwPowerCap) if load >= POWER_CAPPED else 0
 
     def nvmlDeviceGetPerformanceState(self, handle: Handle) -> int:
         return 0
 
-    def nvmlDeviceGetFieldValues(self, handle: Handle, field_ids: list[int]) -> list[FieldValue]:
-        out: list[FieldValue] = []
-        for field_id in field_ids:
-            if field_id == pynvml.NVML_FI_DEV_MEMORY_TEMP:
-                value = SimpleNamespace(dVal=0.0, uiVal=0, ulVal=0, ullVal=0, sllVal=0, siVal=0, usVal=0)
-                value.uiVal = round(30 + 35 * self.load(_device(handle)))
-                out.append(SimpleNamespace(fieldId=field_id, nvmlReturn=0, valueType=1, value=value))
-            else:  # NVLink counters: a single simulated GPU has no NVLink, like the H200 it imitates
-                out.append(
-                    SimpleNamespace(
-                        fieldId=field_id,
-                        nvmlReturn=pynvml.NVML_ERROR_NOT_SUPPORTED,
-                        valueType=3,
-                        value=SimpleNamespace(ullVal=0),
-                    )
+    def nvmlDeviceGetFieldValues(self, handle: Handle, field_ids: list[int | tuple[int, int]]) -> list[FieldValue]:
+        device = _device(handle)
+        gpu = self._counters(device)
+        stamp = int((self._wall_start + self._now()) * 1e6)
+        links = range(self._links)
+        per_link = {
+            pynvml.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX: gpu.link_kib * NVLINK_TX_SHARE,
+            pynvml.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX: gpu.link_kib * (1 - NVLINK_TX_SHARE),
+        }
+        known: dict[int, float] = {
+            pynvml.NVML_FI_DEV_MEMORY_TEMP: round(30 + 35 * self.load(device)),
+            pynvml.NVML_FI_DEV_PERF_POLICY_POWER: gpu.capped_ns,
+            pynvml.NVML_FI_DEV_PERF_POLICY_THERMAL: 0,
+            pynvml.NVML_FI_DEV_PERF_POLICY_SYNC_BOOST: 0,
+            pynvml.NVML_FI_DEV_PERF_POLICY_BOARD_LIMIT: 0,
+            pynvml.NVML_FI_DEV_PERF_POLICY_LOW_UTILIZATION: gpu.low_util_ns,
+            pynvml.NVML_FI_DEV_PERF_POLICY_RELIABILITY: 0,
+        }
+        if links:
+            known.update(
+                dict.fromkeys(
+                    [
+                        pynvml.NVML_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL,
+                        pynvml.NVML_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_TOTAL,
+                        pynvml.NVML_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL,
+                        pynvml.NVML_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL,
+                    ],
+                    0,
                 )
+            )
+        out: list[FieldValue] = []
+        for requested in field_ids:
+            field_id, scope = requested if isinstance(requested, tuple) else (requested, 0)
+            value: float | None = known.get(field_id)
+            if field_id in per_link and links:
+                # scope: one link, or 0xFFFFFFFF for all of them together
+                value = per_link[field_id] * (len(links) if scope == ALL_LINKS else 1 if scope in links else 0)
+            # retired pages: an H200 remaps rows instead, and NVML answers NotSupported (as without NVLink)
+            out.append(_field_value(field_id, scope, stamp, value))
         return out
+
+    # -- identity, read as label fields: shaped like an H200's ------------------------------------------------
+
+    def nvmlSystemGetNVMLVersion(self) -> str:
+        return f"13.{self._driver}"  # the CUDA major version the driver supports, then the driver's version
+
+    def nvmlDeviceGetBrand(self, handle: Handle) -> int:
+        _device(handle)
+        return int(pynvml.NVML_BRAND_NVIDIA)
+
+    def nvmlDeviceGetSerial(self, handle: Handle) -> str:
+        return str(1654124000000 + _device(handle).index)
+
+    def nvmlDeviceGetInforomVersion(self, handle: Handle, inforom_object: int) -> str:
+        _device(handle)
+        versions = {pynvml.NVML_INFOROM_OEM: "2.1", pynvml.NVML_INFOROM_ECC: "7.16"}
+        if inforom_object not in versions:
+            raise self._not_supported()  # the power management object: "N/A" on Hopper boards
+        return versions[inforom_object]
+
+    def nvmlDeviceGetInforomImageVersion(self, handle: Handle) -> str:
+        _device(handle)
+        return "G525.0225.00.03"
+
+    def nvmlDeviceGetVbiosVersion(self, handle: Handle) -> str:
+        _device(handle)
+        return "96.00.B5.00.02"
+
+    # -- PCIe, licences, peers ----------------------------------------------------------------------------------
+
+    def nvmlDeviceGetPcieThroughput(self, handle: Handle, counter: int) -> int:
+        """KB/s, as the GPM PCIe rates above scaled by load (the real call counts for 20 ms; this one does not wait)."""
+        mib_per_s = {pynvml.NVML_PCIE_UTIL_TX_BYTES: 3.0, pynvml.NVML_PCIE_UTIL_RX_BYTES: 5.0}
+        if counter not in mib_per_s:
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_INVALID_ARGUMENT)
+        return round(mib_per_s[counter] * 1024 * self.load(_device(handle)))
+
+    def nvmlDeviceGetGridLicensableFeatures(self, handle: Handle) -> GridLicensableFeatures:
+        _device(handle)  # a GPU outside vGPU takes no licence: DCGM reports 0
+        return SimpleNamespace(isGridLicenseSupported=0, licensableFeaturesCount=0, gridLicensableFeatures=[])
+
+    def nvmlDeviceGetP2PStatus(self, handle: Handle, peer: Handle, caps_index: int) -> int:
+        ours, theirs = _device(handle), _device(peer)
+        if caps_index != pynvml.NVML_P2P_CAPS_INDEX_NVLINK or ours.index == theirs.index:
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_INVALID_ARGUMENT)
+        return int(pynvml.NVML_P2P_STATUS_OK if self._links else pynvml.NVML_P2P_STATUS_NOT_SUPPORTED)
+
+    def _counters(self, device: _Device) -> _Gpu:
+        """Brings the GPU's counters up to now, as the driver keeps them whether or not anyone asks."""
+        gpu, now = self._gpus[device.index], self._now()
+        seconds, load = max(0.0, now - gpu.counted_t), self.busy(device, gpu.counted_t, now)
+        gpu.capped_ns += seconds * 1e9 if load >= POWER_CAPPED else 0
+        gpu.low_util_ns += seconds * 1e9 if load <= LOW_UTIL else 0
+        gpu.link_kib += seconds * load * NVLINK_KIB_PER_S
+        gpu.counted_t = now
+        return gpu
 
     # -- XID events ------------------------------------------------------------------------------------------
 
@@ -481,6 +584,16 @@ class SimulatedNvml:
         if not latest:
             raise pynvml.NVMLError(pynvml.NVML_ERROR_NOT_FOUND)
         return list(latest.values())
+
+
+def _field_value(field_id: int, scope: int, stamp: int, value: float | None) -> FieldValue:
+    """One of nvmlDeviceGetFieldValues' answers: unsigned long long, or NotSupported with no value."""
+    code = pynvml.NVML_SUCCESS if value is not None else pynvml.NVML_ERROR_NOT_SUPPORTED
+    number = SimpleNamespace(dVal=0.0, uiVal=0, ulVal=0, ullVal=int(value or 0), sllVal=0, siVal=0, usVal=0)
+    return SimpleNamespace(
+        fieldId=field_id, scopeId=scope, timestamp=stamp if value is not None else 0, latencyUsec=0,
+        valueType=pynvml.NVML_VALUE_TYPE_UNSIGNED_LONG_LONG, nvmlReturn=code, value=number,
+    )  # fmt: skip
 
 
 def _bus_id(index: int) -> str:

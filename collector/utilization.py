@@ -22,8 +22,9 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterable
 
-from .fields import READINGS, SAMPLED_READINGS, SampledReading, typed_value
+from .fields import SAMPLED_READINGS, SampledReading
 from .nvml_api import Handle, Nvml
+from .readings import READINGS, typed_value
 
 log = logging.getLogger(__name__)
 

@@ -16,8 +16,8 @@ DCGM_FI_DEV_SM_CLOCK,  gauge, SM clock frequency (in MHz).
 DCGM_FI_DEV_MEM_CLOCK, gauge, Memory clock frequency (in MHz).
    DCGM_FI_DEV_GPU_UTIL  ,  gauge  ,  GPU utilization (in %).
 DCGM_FI_DEV_DEC_UTIL ,     gauge, Decoder utilization (in %).
-DCGM_FI_DEV_POWER_VIOLATION, counter, Throttling duration due to power constraints (in us).
-DCGM_EXP_XID_ERRORS_COUNT, gauge, Count of XID Errors within user-specified time window.
+DCGM_EXP_GPU_HEALTH_STATUS, counter, DCGM reported health status
+DCGM_FI_DEV_NOT_A_FIELD, gauge, Nothing reads this.
 DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION, counter, Total energy consumption since boot (in mJ).
 DCGM_FI_PROF_GR_ENGINE_ACTIVE, histogram, Ratio of time the graphics engine is active, as a fraction.
 DCGM_FI_DRIVER_VERSION,        label, Driver Version
@@ -48,8 +48,10 @@ def test_a_dcgm_exporter_file_works_unchanged() -> None:
 
 def test_fields_it_cannot_serve_are_warnings_naming_the_line() -> None:
     parsed = counters.parse(USER_FILE, "f.csv")
-    assert any(w.startswith("f.csv:10: DCGM_FI_DEV_POWER_VIOLATION") for w in parsed.warnings)
-    assert any(w.startswith("f.csv:11: DCGM_EXP_XID_ERRORS_COUNT") for w in parsed.warnings)
+    assert "f.csv:10: DCGM_EXP_GPU_HEALTH_STATUS cannot be served without DCGM (DCGM's health watches" in "".join(
+        parsed.warnings
+    )
+    assert "f.csv:11: DCGM_FI_DEV_NOT_A_FIELD is not a field this collector serves; skipped" in parsed.warnings
     assert any(w.startswith("f.csv:15: DCGM_FI_DEV_SM_CLOCK is listed again") for w in parsed.warnings)
     assert len(parsed.warnings) == 3
 
@@ -62,7 +64,7 @@ def test_fields_it_cannot_serve_are_warnings_naming_the_line() -> None:
         ("DCGM_FI_DEV_GPU_UTIL, gaugee, help\n", "f.csv:1: unknown type 'gaugee' for DCGM_FI_DEV_GPU_UTIL"),
         ('DCGM_FI_DEV_GPU_UTIL, gauge, "unterminated\n', "f.csv:1: cannot parse"),
         ("# only comments\n\n", "f.csv: no field this collector serves is listed"),
-        ("DCGM_FI_DEV_POWER_VIOLATION, counter, x\n", "f.csv: no field this collector serves is listed"),
+        ("DCGM_EXP_GPU_HEALTH_STATUS, counter, x\n", "f.csv: no field this collector serves is listed"),
     ],
 )
 def test_malformed_files_fail_naming_file_line_and_problem(text: str, message: str) -> None:

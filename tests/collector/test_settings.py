@@ -19,7 +19,8 @@ def test_dcgm_exporter_arguments_work_unchanged() -> None:
     assert s.old_namespace is True
     assert s.remote_hostengine == "localhost:5555"
     # GPU UUIDs and device names are both recognised, so the id type is accepted and reported as without effect
-    assert set(s.ignored) == {"--kubernetes-gpu-id-type", "--devices", "--xid-count-window-size"}
+    assert set(s.ignored) == {"--kubernetes-gpu-id-type", "--devices"}
+    assert s.xid_window == 1.0  # DCGM_EXP_XID_ERRORS_COUNT's window, in seconds
 
 
 def test_dcgm_exporter_environment_variables_work_and_ours_win() -> None:

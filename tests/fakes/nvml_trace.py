@@ -177,9 +177,16 @@ class ReplayNvml:
         self._outcomes: dict[tuple[str, str, str], list[dict[str, Any]]] = defaultdict(list)
         # every recorded outcome of a call, whatever its phase, in recording order
         self._in_order: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
+        # every recorded value of one field (and scope) on one GPU, whatever else its call asked: fields are
+        # answered one by one, so a reader asking them in other groupings still gets what the GPU said
+        self._field_values: dict[tuple[str, str, int, int], list[dict[str, Any]]] = defaultdict(list)
         for entry in trace["calls"]:
             self._outcomes[(entry["phase"], entry["call"], json.dumps(entry["args"]))].append(entry)
             self._in_order[(entry["call"], json.dumps(entry["args"]))].append(entry)
+            if entry["call"] == "nvmlDeviceGetFieldValues" and "result" in entry:
+                for value in entry["result"]:
+                    key = (entry["phase"], entry["args"][0], value["fieldId"], value.get("scopeId", 0))
+                    self._field_values[key].append(value)
         self.phase = phase
         self._cursor: dict[tuple[str, str, str], int] = defaultdict(int)
         self._last: dict[tuple[str, str], float] = {}
@@ -241,6 +248,8 @@ class ReplayNvml:
             sample.gpu = args[0].name if name == "nvmlGpmSampleGet" else f"{args[0].name}/gi{args[1]}"
         if name == "nvmlGpmMetricsGet":
             return self._metrics_get(args[0])
+        if name == "nvmlDeviceGetFieldValues":
+            return self._get_field_values(args[0].name, args[1])
         if self.gpus is not None:
             if name == "nvmlDeviceGetCount":
                 return self.gpus
@@ -272,6 +281,32 @@ class ReplayNvml:
         if name in MONOTONIC:
             return self._monotonic((name, json.dumps([clone, *key])), entry, result)
         return decode(result)
+
+    def _get_field_values(self, gpu: str, requested: list[Any]) -> list[Any]:
+        """Each field as the GPU answered it in this phase (in turn); one never recorded answers FunctionNotFound
+        in its own slot, as the rest of the replay answers a call it never saw."""
+        if self.gpus is not None:
+            gpu = "gpu0" + (gpu[gpu.index("/") :] if "/" in gpu else "")
+        out = []
+        for item in requested:
+            field_id, scope = item if isinstance(item, tuple | list) else (item, 0)
+            values: list[dict[str, Any]] = []
+            for phase in (self.phase, "init", "idle", "gemm", "half", "quarter_slow", "shared"):
+                key = (phase, gpu, field_id, scope)
+                values = self._field_values.get(key, [])
+                if values:
+                    break
+            if not values:
+                zeros = dict.fromkeys(["uiVal", "ulVal", "ullVal", "sllVal", "siVal", "usVal"], 0)
+                out.append(decode({"fieldId": field_id, "scopeId": scope, "timestamp": 0, "latencyUsec": 0,
+                                   "valueType": 0, "nvmlReturn": pynvml.NVML_ERROR_FUNCTION_NOT_FOUND,
+                                   "value": {"dVal": 0.0, **zeros}}))  # fmt: skip
+                continue
+            cursor = ("field", *map(str, key))
+            i = self._cursor[cursor]  # type: ignore[index]
+            self._cursor[cursor] = i + 1  # type: ignore[index]
+            out.append(decode(values[i % len(values)]))
+        return out
 
     def _next(self, key: tuple[str, str, str]) -> tuple[dict[str, Any], int]:
         """The next recorded outcome of a call, and how many times its recording has been replayed whole before."""

@@ -23,11 +23,12 @@ import pynvml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from collector.fields import FIELDS
+from collector.fields import FIELDS, LABEL_FIELDS
 from collector.nvml_reader import NvmlReader
 from tests.fakes.nvml_trace import RecordingNvml
 
 ALL_FIELDS = frozenset(FIELDS)
+ALL_LABELS = tuple(sorted(LABEL_FIELDS))  # read once per GPU, so recorded in the first phase that reads
 
 
 def load(kind: str, seconds: float, duty: float, period: float = 0.1) -> subprocess.Popen[bytes]:
@@ -53,7 +54,7 @@ def cycles(rec: Any, reader: NvmlReader, handles: list[Any], seconds: float, pol
     while time.monotonic() < deadline:
         now = time.monotonic()
         if now >= next_read:
-            reader.read(ALL_FIELDS)
+            reader.read(ALL_FIELDS, ALL_LABELS)
             for handle in handles:
                 # what dcgm-exporter reads, kept beside the sampled mean the reader now exports
                 with contextlib.suppress(pynvml.NVMLError):
