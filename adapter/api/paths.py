@@ -73,6 +73,9 @@ def parse_metrics_path(raw_path: str, query: Mapping[str, str]) -> Request:
         raise BadRequest(f"the path is not valid percent-encoded UTF-8: {e}") from e
     if len(parts) < 3 or parts[0] != "apis" or parts[2] not in VERSIONS.get(parts[1], ()):
         raise NotFound(NO_SUCH_PATH)
+    if parts[1] == RESOURCE_GROUP:
+        # served by resource_routes.py; explain, which parses here, covers the custom and external metrics only
+        raise NotFound(NO_SUCH_PATH)
     group, version, rest = parts[1], parts[2], parts[3:]
     if not rest:
         return ResourceListRequest(group, version)

@@ -113,6 +113,8 @@ def test_parse(path: str, query: dict[str, str], expected: object) -> None:
         "/apis/custom.metrics.k8s.io",
         f"{CM}/v2",
         "/apis/metrics.k8s.io/v1beta1/pods",
+        "/apis/metrics.k8s.io/v1beta1",  # resource metrics: resource_routes.py, not these parsers
+        "/apis/metrics.k8s.io/v1beta1/namespaces/ml/pods/p/m",
         f"{EM}/v1beta2/namespaces/ml/m",
         f"{CM}/v1beta2/pods",
         f"{CM}/v1beta2/pods/p",
