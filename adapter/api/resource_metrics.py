@@ -91,7 +91,7 @@ class ResourceMetrics:
         self.objects = objects
         self.cache = cache
         self.metrics = metrics
-        self._dropped_logged: TTLCache[tuple[str, str], bool] = TTLCache(10_000, _DROP_LOG_EVERY)
+        self._dropped_logged: TTLCache[str, bool] = TTLCache(10_000, _DROP_LOG_EVERY)  # logged once a minute each
 
     def rules(self) -> ResourceRules:
         """The rules, or NotFound: without ``resourceRules`` metrics.k8s.io is not served at all."""
@@ -218,8 +218,8 @@ class ResourceMetrics:
         reason = "nan" if value.is_nan() else "inf"
         self.metrics.dropped_samples.labels(reason).inc()
         where = f"{obj.namespace}/{obj.name}" if obj.namespace else obj.name
-        if ("resource", where) not in self._dropped_logged:
-            self._dropped_logged[("resource", where)] = True
+        if where not in self._dropped_logged:
+            self._dropped_logged[where] = True
             log.warning("metrics.k8s.io: %s left out: its usage is %s, not a finite number", where, value)
 
 
