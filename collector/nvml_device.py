@@ -4,12 +4,14 @@ GPM samples, XID events, MIG instances)."""
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
 
-from .event_windows import EventWindow
-from .fields import FIELDS, GPM, NVLINK, NVLINK_FIELDS, XID, Values
+from .event_windows import CLOCK_EVENTS, CLOCK_EVENTS_COUNT, XID_COUNT, EventWindow, Samples, clock_events
+from .fields import FIELDS, GPM, NVLINK, NVLINK_FIELDS, P2P_FIELD, XID, Values
 from .gpm import GpmSampler, gpm_supported
-from .nvlink import NvLinkThroughput, active_links
+from .label_fields import GPU_LABELS
+from .nvlink import NvLinkThroughput, active_links, p2p_samples
 from .nvml_api import Handle, Nvml, Text
 from .utilization import UtilizationSampler
 from .xid import XidWatcher
@@ -73,6 +75,46 @@ class Device:
             self.xid = XidWatcher(nvml, handle)
         except nvml.NVMLError as e:
             self.unsupported.update(dict.fromkeys(_fields_of(XID), f"XID events: {error_kind(nvml, e)}"))
+
+    def read_labels(self, nvml: Nvml, labels: tuple[str, ...]) -> list[tuple[str, BaseException]]:
+        """Reads the asked label fields of this GPU not read yet, and names the GPU with the asked ones it has;
+        returns the ones NVML refused, with its error (one marked unsupported is not asked again)."""
+        failed: list[tuple[str, BaseException]] = []
+        for name in labels:
+            read = GPU_LABELS.get(name)
+            if read is None or name in self.label_values or name in self.unsupported:
+                continue
+            try:
+                self.label_values[name] = text(read(nvml, self.handle))
+            except nvml.NVMLError as e:
+                failed.append((name, e))
+        own = tuple((name, self.label_values[name]) for name in labels if name in self.label_values)
+        if own != self.info.labels:
+            self.info = replace(self.info, labels=own)
+        return failed
+
+    def labelled(self, values: Values, windows: Mapping[str, float]) -> dict[str, Samples]:
+        """The fields read as one value and served as several labelled samples, taken out of ``values``: counts
+        over a window of ``windows[field]`` seconds, statuses per peer GPU."""
+        out: dict[str, Samples] = {}
+        if CLOCK_EVENTS_COUNT in values:
+            window = self._window(CLOCK_EVENTS_COUNT, windows)
+            window.add(clock_events(int(values.pop(CLOCK_EVENTS_COUNT))))
+            out[CLOCK_EVENTS_COUNT] = window.samples("clock_event", CLOCK_EVENTS.__getitem__)
+        if XID_COUNT in values:
+            values.pop(XID_COUNT)
+            window = self._window(XID_COUNT, windows)
+            window.add(self.xid.drained if self.xid is not None else ())
+            out[XID_COUNT] = window.samples("xid")
+        if P2P_FIELD in values:
+            values.pop(P2P_FIELD)
+            out[P2P_FIELD] = p2p_samples(self.p2p)
+        return out
+
+    def _window(self, name: str, windows: Mapping[str, float]) -> EventWindow:
+        if name not in self.windows:
+            self.windows[name] = EventWindow(windows[name])
+        return self.windows[name]
 
     def find_instances(self, nvml: Nvml) -> None:
         """The MIG GPU instances of this GPU, each with its own GPM sampler; none when MIG is off or unsupported."""

@@ -11,13 +11,12 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections import Counter, defaultdict
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from .errors import NvmlReadError, NvmlUnavailable
-from .event_windows import CLOCK_EVENTS, CLOCK_EVENTS_COUNT, XID_COUNT, EventWindow, Samples, clock_events
+from .event_windows import CLOCK_EVENTS_COUNT, XID_COUNT, Samples
 from .fields import FIELDS, GPM, NVLINK, P2P, P2P_FIELD, SAMPLED_READINGS, SLOW_READINGS, XID, Values
-from .label_fields import GPU_LABELS, SYSTEM_LABELS
-from .nvlink import p2p_samples
+from .label_fields import SYSTEM_LABELS
 from .nvml_api import Nvml
 from .nvml_device import Device, GpuInfo, MigInstance, error_kind, text
 from .readings import READINGS
@@ -171,11 +170,15 @@ class NvmlReader:
         for device in self._devices:
             if refresh_slow and self._cycle > 1:
                 device.find_instances(self._nvml)  # MIG layouts change rarely; look again on the slow tick
-            self._name_device(device, labels, result)
+            for name, error in device.read_labels(self._nvml, labels):
+                if getattr(error, "value", None) in _unsupported_codes(self._nvml):
+                    self._mark_unsupported(device, {name}, error_kind(self._nvml, error))
+                else:  # asked again next cycle
+                    result.errors[(str(device.info.index), error_kind(self._nvml, error))] += 1
             values = self._read_device(device, by_reading, result, refresh_slow)
             if values is not None:
                 instances = tuple(self._read_instances(device, fields, result))
-                labelled = self._labelled(device, values)
+                labelled = device.labelled(values, self._windows)
                 result.readings.append(DeviceReading(device.info, values, instances, labelled))
         self._log_unsupported()
         return result
@@ -231,46 +234,6 @@ class NvmlReader:
                 continue
             readings.append(InstanceReading(instance, values))
         return readings
-
-    def _name_device(self, device: Device, labels: tuple[str, ...], result: CycleResult) -> None:
-        """Reads the GPU's asked label fields not read yet, and names the GPU with the ones it has."""
-        nvml = self._nvml
-        for name in labels:
-            read = GPU_LABELS.get(name)
-            if read is None or name in device.label_values or name in device.unsupported:
-                continue
-            try:
-                device.label_values[name] = text(read(nvml, device.handle))
-            except nvml.NVMLError as e:
-                if e.value in _unsupported_codes(nvml):
-                    self._mark_unsupported(device, {name}, error_kind(nvml, e))
-                else:  # asked again next cycle
-                    result.errors[(str(device.info.index), error_kind(nvml, e))] += 1
-        own = tuple((name, device.label_values[name]) for name in labels if name in device.label_values)
-        if own != device.info.labels:
-            device.info = replace(device.info, labels=own)
-
-    def _labelled(self, device: Device, values: Values) -> dict[str, Samples]:
-        """The fields read as one value that are served as several labelled samples, taken out of ``values``."""
-        out: dict[str, Samples] = {}
-        if CLOCK_EVENTS_COUNT in values:
-            window = self._window(device, CLOCK_EVENTS_COUNT)
-            window.add(clock_events(int(values.pop(CLOCK_EVENTS_COUNT))))
-            out[CLOCK_EVENTS_COUNT] = window.samples("clock_event", CLOCK_EVENTS.__getitem__)
-        if XID_COUNT in values:
-            values.pop(XID_COUNT)
-            window = self._window(device, XID_COUNT)
-            window.add(device.xid.drained if device.xid is not None else ())
-            out[XID_COUNT] = window.samples("xid")
-        if P2P_FIELD in values:
-            values.pop(P2P_FIELD)
-            out[P2P_FIELD] = p2p_samples(device.p2p)
-        return out
-
-    def _window(self, device: Device, name: str) -> EventWindow:
-        if name not in device.windows:
-            device.windows[name] = EventWindow(self._windows[name])
-        return device.windows[name]
 
     def _read_device(
         self, device: Device, by_reading: dict[str, frozenset[str]], result: CycleResult, refresh_slow: bool
