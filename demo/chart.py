@@ -41,7 +41,7 @@ def png(syncs: Sequence[Sync], spec: HpaSpec, title: str, work: Callable[[float]
     pods = list(dict.fromkeys(name for s in syncs for name in s.values))
     for n, name in enumerate(pods):
         # pods that share the work evenly have the same values: each line narrower than the one before shows them all
-        width = 1.2 + 2.2 * (len(pods) - 1 - n)
+        width = 1.2 + 1.6 * (len(pods) - 1 - n)
         pods_axes.plot(t, [s.values.get(name, math.nan) for s in syncs], marker=".", linewidth=width, label=name)
     pods_axes.set_ylabel("gpu_utilization per pod (%)")
     pods_axes.set_ylim(0, 105)
@@ -58,8 +58,9 @@ def png(syncs: Sequence[Sync], spec: HpaSpec, title: str, work: Callable[[float]
     average_axes.legend(loc="upper right", fontsize="small", ncols=3)
 
     replicas_axes.step(t, [s.decision.replicas for s in syncs], where="post", color="tab:purple", label="replicas")
-    if work is not None:
-        replicas_axes.step(t, [work(s.at) for s in syncs], where="post", color="tab:orange", linestyle="--",
+    if work is not None:  # drawn at its own times (every 0.1 s), not the syncs'
+        every = [0.1 * i for i in range(int(t[-1] / 0.1) + 1)] if t else []
+        replicas_axes.step(every, [work(at) for at in every], where="post", color="tab:orange", linestyle="--",
                            label="work (GPUs' worth)")  # fmt: skip
         replicas_axes.legend(loc="upper right", fontsize="small", ncols=2)
     replicas_axes.set_ylabel("replicas")
