@@ -72,7 +72,10 @@ class KubeWatch:
                 await self._load_config()
                 api_client = client.ApiClient()
             response = await self._list_method(api_client)(field_selector=self._selector, _preload_content=False)
-            listed = json.loads(await response.read())
+            body = await response.read()
+            if response.status >= 400:  # with _preload_content=False the client hands back errors unraised
+                raise ApiException(status=response.status, reason=response.reason)
+            listed = json.loads(body)
             items = [item for item in listed.get("items") or [] if isinstance(item, dict)]
             self._replace(items)
             if not self.synced:

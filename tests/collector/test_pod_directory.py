@@ -68,3 +68,20 @@ async def test_an_unreachable_api_is_counted_and_retried(tmp_path: Path) -> None
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await task
+
+
+async def test_a_refused_list_is_counted_by_its_status(api: FakeKubeAPIServer, tmp_path: Path) -> None:
+    kubeconfig = api.kubeconfig(tmp_path / "kubeconfig")
+    text = kubeconfig.read_text()
+    assert "token" in text
+    kubeconfig.write_text(text.replace("token: ", "token: not-", 1))  # the API server answers 401
+    directory = KubePodDirectory("node-a", str(kubeconfig))
+    task = asyncio.create_task(directory.run())
+    try:
+        await until(lambda: sum(directory.errors.values()) >= 1)
+        assert set(directory.errors) == {"HTTP401"}
+        assert not directory.synced
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
