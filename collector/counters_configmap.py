@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import os
 import re
 import threading
 import time
@@ -23,6 +22,7 @@ from typing import Any
 from . import counters
 from .counters import Counters
 from .errors import ConfigError
+from .kube_client import api_client
 
 log = logging.getLogger(__name__)
 
@@ -55,27 +55,6 @@ def parse_configmap_ref(text: str) -> ConfigMapRef | None:
     if not _DNS_SUBDOMAIN.fullmatch(name):
         raise ValueError(f"{name!r} is not a ConfigMap name (lowercase letters, digits, '-' and '.')")
     return ConfigMapRef(namespace, name)
-
-
-async def _api_client(kubeconfig: str | None) -> Any:
-    """A client with its own configuration: in-cluster in a pod unless a kubeconfig is named."""
-    from kubernetes_asyncio import client, config
-    from kubernetes_asyncio.config.config_exception import ConfigException
-
-    configuration = client.Configuration()
-    try:
-        if kubeconfig is None and "KUBERNETES_SERVICE_HOST" in os.environ:
-            config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
-        else:
-            await config.load_kube_config(
-                config_file=kubeconfig or os.environ.get("KUBECONFIG"), client_configuration=configuration
-            )
-    except (ConfigException, OSError) as e:
-        raise ConfigError(
-            f"no Kubernetes API configuration ({e}); in a pod the service account is used, elsewhere "
-            "--kubeconfig or $KUBECONFIG"
-        ) from None
-    return client.ApiClient(configuration=configuration)
 
 
 class ConfigMapCounters:
@@ -119,7 +98,7 @@ class ConfigMapCounters:
         """The first read, before the collection starts (no event loop runs yet); ``ConfigError`` says why not."""
 
         async def once() -> str:
-            api = await _api_client(self._kubeconfig)
+            api = await api_client(self._kubeconfig)
             try:
                 return await self.read(api)
             finally:
@@ -171,7 +150,7 @@ class ConfigMapCounters:
                 last = self._clock()
                 try:
                     if api is None:
-                        api = await _api_client(self._kubeconfig)
+                        api = await api_client(self._kubeconfig)
                     self._apply(await self.read(api), None)
                 except ConfigError as e:
                     self._apply(None, str(e))

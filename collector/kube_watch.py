@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 from common.list_watch import Restart, list_watch
+
+from . import kube_client
 
 log = logging.getLogger(__name__)
 
@@ -51,17 +52,9 @@ class KubeWatch:
         self.synced = False
         self.errors: Counter[str] = Counter()
 
-    async def _load_config(self) -> None:
-        from kubernetes_asyncio import config
-
-        if self._kubeconfig is None and "KUBERNETES_SERVICE_HOST" in os.environ:
-            config.load_incluster_config()  # type: ignore[no-untyped-call]
-        else:
-            await config.load_kube_config(config_file=self._kubeconfig or os.environ.get("KUBECONFIG"))
-
     async def run(self) -> None:
         """List, then watch, forever (cancel to stop)."""
-        from kubernetes_asyncio import client, watch
+        from kubernetes_asyncio import watch
         from kubernetes_asyncio.client.exceptions import ApiException
 
         api_client: Any = None
@@ -69,8 +62,7 @@ class KubeWatch:
         async def list_once() -> str:
             nonlocal api_client
             if api_client is None:
-                await self._load_config()
-                api_client = client.ApiClient()
+                api_client = await kube_client.api_client(self._kubeconfig)
             response = await self._list_method(api_client)(field_selector=self._selector, _preload_content=False)
             body = await response.read()
             if response.status >= 400:  # with _preload_content=False the client hands back errors unraised

@@ -14,9 +14,10 @@ from typing import Any
 
 import pytest
 
-from collector.counters_configmap import ConfigMapCounters, ConfigMapRef, _api_client, parse_configmap_ref
+from collector.counters_configmap import ConfigMapCounters, ConfigMapRef, parse_configmap_ref
 from collector.counters_source import counters_file
 from collector.errors import ConfigError
+from collector.kube_client import api_client
 from tests.collector.collector_process import ROOT, running_collector, scrape
 from tests.fakes.kube_apiserver import FakeKubeAPIServer
 
@@ -58,7 +59,7 @@ async def api() -> AsyncIterator[FakeKubeAPIServer]:
 
 async def _read(api: FakeKubeAPIServer, tmp_path: Path) -> str:
     source = ConfigMapCounters(REF, str(api.kubeconfig(tmp_path / "kubeconfig")), refresh=0)
-    client = await _api_client(str(tmp_path / "kubeconfig"))
+    client = await api_client(str(tmp_path / "kubeconfig"))
     try:
         return await source.read(client)
     finally:
@@ -107,7 +108,7 @@ async def test_an_unreachable_api_is_a_clear_error(tmp_path: Path) -> None:
 
 async def test_no_kubernetes_configuration_is_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"no Kubernetes API configuration .* --kubeconfig or \$KUBECONFIG"):
-        await _api_client(str(tmp_path / "missing-kubeconfig"))
+        await api_client(str(tmp_path / "missing-kubeconfig"))
 
 
 async def until(check: Any, timeout: float = 10.0) -> None:
