@@ -198,8 +198,9 @@ def _table() -> FlagTable:
              help="serve every caller without authentication or authorization"),
         flag("--lister-kubeconfig", field="lister_kubeconfig", parse=optional_path,
              help="kubeconfig for listing pods, namespaces, nodes (default: in-cluster, if any)"),
-        flag("-v", "--v", field="verbosity", parse=integer(0, 10), default="0",
-             help="log verbosity, 0 to 10; 4 and above logs debug lines"),
+        # klog takes any level (prometheus-adapter's chart passes --v=4; users go to 10 and beyond)
+        flag("-v", "--v", field="verbosity", parse=integer(0, 2**31 - 1), default="0",
+             help="log verbosity, 0 and up as klog's; 4 and above logs debug lines, 6 and above every request"),
         # authentication and authorization, as Kubernetes' generic API servers take them (section "auth")
         flag("--authentication-kubeconfig", field=a + "authentication_kubeconfig", parse=optional_path,
              help="kubeconfig for the ConfigMap and TokenReviews (default: in-cluster)"),

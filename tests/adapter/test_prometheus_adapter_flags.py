@@ -27,7 +27,7 @@ OWN = [
     ["--disable-http2"],
     ["--disable-http2=true"],
 ]
-LOGS = [["--v=4"], ["-v=4"], ["--v", "10"], ["--vmodule=provider=6"], ["--log-flush-frequency=5s"]]
+LOGS = [["--v=4"], ["-v=4"], ["--v", "10"], ["--v=12"], ["--vmodule=provider=6"], ["--log-flush-frequency=5s"]]
 ADAPTER_BASE = [
     ["--lister-kubeconfig=/etc/kubeconfig"],
     ["--discovery-interval=10m"],

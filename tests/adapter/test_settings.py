@@ -146,7 +146,7 @@ def test_every_flag_has_an_environment_variable_and_the_flag_wins() -> None:
             "--tls-cipher-suites (or GPUSCALE_ADAPTER_TLS_CIPHER_SUITES): cipher suite ECDHE-RSA-AES128-GCM-SHA256 is "
             "not supported or does not exist",
         ),
-        (["--v=11"], "outside the valid range 0 to 10"),
+        (["--v=-1"], "outside the valid range 0 to 2147483647"),
         (["--no-such-flag=1"], "unknown flag or argument: --no-such-flag=1"),
         (["stray"], "unknown flag or argument: stray"),
         (["--prometheus-url"], "expected one argument"),
