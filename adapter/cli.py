@@ -82,6 +82,7 @@ async def _explain(settings: Settings, target: str, as_json: bool) -> int:
     query = dict(urllib.parse.parse_qsl(split.query, keep_blank_values=True))
     raw_path = split.path.removeprefix("/explain")
     async with components(settings) as c:
+        await c.rest_mapper.refresh()
         await c.discovery.relist()
         report = await explain(c.provider, c.prometheus, raw_path, query)
     print(json.dumps(report, indent=2) if as_json else render_text(report))

@@ -17,6 +17,7 @@ from adapter.api.discovery import Discovery
 from adapter.api.provider import Provider
 from adapter.api.resource_metrics import ResourceMetrics
 from adapter.backends import prometheus_auth
+from adapter.backends.api_resources import ApiDiscovery
 from adapter.backends.kube_api import KubeMetadataAPI, KubernetesMetadataAPI
 from adapter.backends.kube_cache import ObjectLister
 from adapter.backends.prometheus import (
@@ -26,6 +27,7 @@ from adapter.backends.prometheus import (
     QueryResult,
     make_session,
 )
+from adapter.backends.rest_mapper import RestMapper
 from adapter.config.rules_file import RulesFile
 from adapter.config.settings import Settings
 from adapter.freshness import DEFAULT_TIMING, Timing
@@ -50,9 +52,12 @@ class Components:
     provider: Provider
     timing: Timing
     resource_metrics: ResourceMetrics
+    rest_mapper: RestMapper
 
     def background(self) -> list[Work]:
         work = [Work("discovery", self.discovery.run, self.discovery.source)]
+        if self.rest_mapper.source is not None:
+            work.append(Work(self.rest_mapper.source.name, self.rest_mapper.run, self.rest_mapper.source))
         work += [Work(r.source.name, r.run, r.source) for r in self.objects.reflectors.values()]
         if self.rules_file.path is not None:
             interval = self.settings.config_check_interval
@@ -64,9 +69,12 @@ class Components:
             self.discovery.wake()
 
     async def start(self) -> list[asyncio.Task[None]]:
-        """Start background work; wait briefly for the first relist so the first answers are complete."""
+        """Start background work; wait briefly for API discovery and the first relist so the first answers are
+        complete."""
         try:
-            await asyncio.wait_for(self.discovery.relist(), FIRST_RELIST_WAIT_SECONDS)
+            async with asyncio.timeout(FIRST_RELIST_WAIT_SECONDS):
+                await self.rest_mapper.refresh()
+                await self.discovery.relist()
         except TimeoutError:
             pass
         except Exception as e:  # the relist task tries again at once; a start that fails here would never retry
@@ -105,8 +113,17 @@ async def components(
         kube = kube_api if kube_api is not None else await connect_kubernetes(settings)
         try:
             objects = ObjectLister(kube, metrics, timing)
+            # API discovery through the lister's client; a kube_api given in its place leaves the built-in mapping
+            api_discovery = ApiDiscovery(kube.client) if isinstance(kube, KubernetesMetadataAPI) else None
+            rest_mapper = RestMapper(api_discovery, metrics, settings.discovery_interval, timing)
             discovery = Discovery(
-                rules_file, prometheus, metrics, settings.relist_interval, settings.max_age, timing=timing
+                rules_file,
+                prometheus,
+                metrics,
+                settings.relist_interval,
+                settings.max_age,
+                lambda: rest_mapper.mapping,
+                timing=timing,
             )
             cache: SingleFlightCache[str, QueryResult] = SingleFlightCache(
                 settings.cache_ttl,
@@ -114,12 +131,22 @@ async def components(
                 weigh=lambda result: result.weight,
                 on_outcome=lambda outcome: metrics.cache_requests.labels(outcome).inc(),
             )
-            provider = Provider(lambda: discovery.catalog, prometheus, objects, cache, metrics)
+            provider = Provider(lambda: discovery.catalog, prometheus, objects, cache, metrics, rest_mapper.resolve)
             resource_metrics = ResourceMetrics(
                 lambda: discovery.catalog.rules.resource_rules, prometheus, objects, cache, metrics
             )
             yield Components(
-                settings, metrics, rules_file, prometheus, discovery, objects, cache, provider, timing, resource_metrics
+                settings,
+                metrics,
+                rules_file,
+                prometheus,
+                discovery,
+                objects,
+                cache,
+                provider,
+                timing,
+                resource_metrics,
+                rest_mapper,
             )
         finally:
             if kube is not None and owned_kube:

@@ -1,11 +1,11 @@
 """How fresh each background source's data is: what ``/readyz`` and ``/metrics`` report about the adapter's copies.
 
-A source is something kept current in the background: the discovery relist, each resource of the object cache, the
-authentication ConfigMap, each set of watched files. It reports ``succeeded()`` (a LIST, relist, read or look at its
-files that worked) and ``failed(why)``; the first failure after a success starts the clock, the next success stops
-it. A source that has been failing for longer than its bound is *stale*: ``/readyz`` fails while it is, and one line
-is logged when it becomes stale and one when it recovers. An open, quiet watch is not failing: no news is not a
-failure.
+A source is something kept current in the background: the discovery relist, API discovery (the REST mapping), each
+resource of the object cache, the authentication ConfigMap, each set of watched files. It reports ``succeeded()`` (a
+LIST, relist, read or look at its files that worked) and ``failed(why)``; the first failure after a success starts
+the clock, the next success stops it. A source that has been failing for longer than its bound is *stale*:
+``/readyz`` fails while it is, and one line is logged when it becomes stale and one when it recovers. An open, quiet
+watch is not failing: no news is not a failure.
 
 The bounds (``Timing``): 60 s for watches and file checks, whose retries back off to at most 30 s, so that a few
 failed attempts in a row, not one unlucky one, make a source stale; max(60 s, twice its interval) for what is

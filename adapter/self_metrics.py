@@ -41,7 +41,7 @@ class AdapterMetrics:
         )
         self.prometheus_seconds = Histogram(
             f"{p}_prometheus_request_duration_seconds",
-            "Time Prometheus took to answer, by API endpoint (query, labels, label_values).",
+            "Time Prometheus took to answer, by API endpoint (query, label_values, series).",
             ["endpoint"],
             buckets=_LATENCY_BUCKETS,
             registry=r,

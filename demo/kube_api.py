@@ -16,8 +16,9 @@ What it reproduces, because the adapter's reflector depends on it:
   lists under their kind (``NodeList``: typed clients such as kubectl's decode no other);
 - RBAC refusals: a GET of a (resource, namespace) in ``self.forbidden`` answers 403 as RBAC words it;
 - TLS when started with a serving certificate: kubectl sends a bearer token over TLS only;
-- ``/api`` and ``/apis`` (plain ``APIVersions`` and ``APIGroupList``, which clients asking for aggregated discovery
-  accept): the core group, the groups of the objects held and those of the APIServices;
+- API discovery, legacy and aggregated (``demo/kube_discovery.py``): the core group, the server's other groups and
+  those of the APIServices; only the resources it lists are served (any other answers 404, as from kube-apiserver),
+  custom resources once ``discovery.add`` installed them;
 - the aggregation layer (``demo/kube_aggregator.py``): APIServices in ``self.aggregator``, whose group-versions are
   proxied to their extension server.
 """
@@ -36,12 +37,12 @@ from aiohttp import web
 from aiohttp.typedefs import Handler
 
 from demo.kube_aggregator import Aggregator
+from demo.kube_discovery import Discovery
 from demo.kube_reviews import Reviews
 from demo.kube_wire import LabelSelector, SelectorError, status_body
 
 TOKEN = "fake-token"
 USER = "system:serviceaccount:gpuscale:gpuscale-collector"  # who TOKEN authenticates, as RBAC names it
-_CORE = {"pods": "Pod", "namespaces": "Namespace", "nodes": "Node", "services": "Service", "configmaps": "ConfigMap"}
 
 
 @dataclass
@@ -68,6 +69,7 @@ class FakeKubeAPIServer:
         self.forbidden: set[tuple[str, str | None]] = set()  # (resource, namespace) the token may not get
         self.reviews = Reviews()
         self.aggregator = Aggregator()
+        self.discovery = Discovery(api_services=lambda: [(s.group, s.version) for s in self.aggregator.services])
         self._pages: dict[str, tuple[list[dict[str, Any]], str]] = {}
         self._runner: web.AppRunner | None = None
         self.url = ""
@@ -88,6 +90,8 @@ class FakeKubeAPIServer:
     ) -> None:
         """Create or update an object (``resource`` as ``pods`` or ``deployments.apps``; ``data`` for ConfigMaps,
         ``status`` for what the object reports: a node's ``allocatable``)."""
+        if self.discovery.find(resource) is None:
+            raise ValueError(f"{resource} is not served: add it first (discovery.add, as a CRD would)")
         key = (namespace, name)
         kind = "MODIFIED" if key in self.objects.get(resource, {}) else "ADDED"
         self.resource_version += 1
@@ -157,8 +161,7 @@ class FakeKubeAPIServer:
         kubectl sends a bearer token only over TLS."""
         app = web.Application(middlewares=[self._aggregate])
         handle = self._authenticated(self._handle)
-        app.router.add_get("/api", self._authenticated(self._api_versions))
-        app.router.add_get("/apis", self._authenticated(self._api_groups))
+        self.discovery.add_routes(app, self._authenticated)
         get_one = self._authenticated(self._get_one)
         app.router.add_get("/api/{version}/{resource}/{name}", get_one)
         app.router.add_get("/api/{version}/namespaces/{namespace}/{resource}/{name}", get_one)
@@ -204,8 +207,8 @@ class FakeKubeAPIServer:
         uid: str | None = None,
         spec: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
-        plural, _, group = resource.partition(".")
-        kind = _CORE.get(plural) or plural[:-1].capitalize()
+        served = self.discovery.find(resource)
+        assert served is not None  # put checked it
         meta: dict[str, Any] = {
             "name": name,
             "uid": uid or f"uid-{name}",
@@ -216,8 +219,8 @@ class FakeKubeAPIServer:
         if labels:
             meta["labels"] = dict(labels)
         return {
-            "kind": kind,
-            "apiVersion": f"{group}/v1" if group else "v1",
+            "kind": served.kind,
+            "apiVersion": f"{served.group}/{served.versions[0]}" if served.group else served.versions[0],
             "metadata": meta,
             "spec": dict(spec or {}),
         }
@@ -265,27 +268,14 @@ class FakeKubeAPIServer:
             return await handler(request)
         return await self._authenticated(lambda r: self.aggregator.proxy(r, service))(request)
 
-    async def _api_versions(self, request: web.Request) -> web.Response:
-        cidrs = [{"clientCIDR": "0.0.0.0/0", "serverAddress": request.host}]
-        return web.json_response({"kind": "APIVersions", "versions": ["v1"], "serverAddressByClientCIDRs": cidrs})
-
-    async def _api_groups(self, request: web.Request) -> web.Response:
-        found: dict[str, list[str]] = {}
-        for name in sorted({r.partition(".")[2] for r in self.objects} - {""}):
-            found[name] = ["v1"]
-        for service in self.aggregator.services:
-            found.setdefault(service.group, []).append(service.version)
-        groups = []
-        for name, versions in found.items():
-            listed = [{"groupVersion": f"{name}/{v}", "version": v} for v in versions]
-            groups.append({"name": name, "versions": listed, "preferredVersion": listed[0]})
-        return web.json_response({"kind": "APIGroupList", "apiVersion": "v1", "groups": groups})
-
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         query = dict(request.query)
         info = request.match_info
         resource = info["resource"] + (f".{info['group']}" if "group" in info else "")
         namespace = info.get("namespace")
+        served = self.discovery.find(resource)
+        if served is None or info["version"] not in served.versions or (namespace and not served.namespaced):
+            return status_response(404, "NotFound", "the server could not find the requested resource")
         if query.get("watch") in ("true", "1"):
             return await self._watch(request, resource, namespace, query)
         return self._list(resource, namespace, query)
@@ -322,9 +312,10 @@ class FakeKubeAPIServer:
             items = items[:limit]
             metadata["continue"] = next_token
         # typed clients (kubectl's) decode a list only under its own kind: NodeList, not List
-        plural, _, group = resource.partition(".")
-        kind = f"{_CORE.get(plural) or plural[:-1].capitalize()}List"
-        body = {"kind": kind, "apiVersion": f"{group}/v1" if group else "v1", "metadata": metadata, "items": items}
+        served = self.discovery.find(resource)
+        kind = f"{served.kind}List" if served is not None else "List"
+        api_version = f"{served.group}/{served.versions[0]}" if served is not None and served.group else "v1"
+        body = {"kind": kind, "apiVersion": api_version, "metadata": metadata, "items": items}
         return web.json_response(body)
 
     async def _watch(

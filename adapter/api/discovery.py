@@ -1,11 +1,19 @@
-"""Which metrics exist: a background relist of series *names* from Prometheus, answered from memory.
+"""Which metrics exist: a background relist of Prometheus's series, answered from memory.
 
-prometheus-adapter lists every series (``/api/v1/series``) and keeps them all, which users measure in GiB. Here each
-rule asks for the label names its series carry (``/api/v1/labels?match[]=``) and, per resource label, the metric
-names that carry it (``/api/v1/label/__name__/values?match[]=``). Memory then grows with the number of metric names,
-not series. A failed relist keeps the last good catalog. Rules that pin their series and resources (the built-in GPU
-rules do) are in the catalog before the first relist and stay there when Prometheus has none of their series yet.
-The relist is a source (``freshness.py``): ``/readyz`` fails once relists have failed for max(60 s, 2 intervals).
+Each relist asks, per rule, which series the rule's ``seriesQuery`` selects with samples in the last
+``--metrics-max-age`` (``/api/v1/series`` with ``start``), as prometheus-adapter does: a series that stops being
+written leaves the catalog once its last sample is older than that. The label APIs cannot say this (they filter by
+time only per storage block, hours long), so they only name the candidates: a rule that does not pin one series name
+gets its names from ``/api/v1/label/__name__/values``, and then one series listing per name the rule accepts, so
+that each answer is bounded by one metric's series. The answers are reduced as they are read to series names and the
+label names they carry; the catalog keeps metric names, never series.
+
+Which labels name which resources is decided with the REST mapping (``naming/resources.py``): when the mapping
+changes (a CRD installed, a refresh after a request for an unknown resource), the catalog is built again from the
+last relist's findings, without asking Prometheus. A failed relist keeps the last good findings. Rules that pin their
+series and resources (the built-in GPU rules do) are in the catalog before the first relist and stay there when
+Prometheus has none of their series yet. The relist is a source (``freshness.py``), reported but never failing
+``/readyz``.
 """
 
 from __future__ import annotations
@@ -16,15 +24,16 @@ import difflib
 import logging
 import math
 import time
-from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
 
 from adapter.backends.prometheus import PrometheusAPI
+from adapter.backends.prometheus_answer import SeriesShapes
 from adapter.config.rules import Rule, RuleSet
 from adapter.config.rules_file import RulesFile
 from adapter.errors import PrometheusError
 from adapter.freshness import DEFAULT_TIMING, Timing
-from adapter.naming.resources import GroupResource, ResourceInfo
+from adapter.naming.resources import BUILT_IN, GroupResource, ResourceInfo, RestMapping
 from adapter.self_metrics import AdapterMetrics
 from adapter.single_flight import SingleFlightCache
 
@@ -36,10 +45,12 @@ PARALLEL_REQUESTS = 4
 
 @dataclass(frozen=True, slots=True)
 class MetricSource:
-    """One rule and one Prometheus series that together answer a metric."""
+    """One rule and one Prometheus series that together answer a metric; for a custom metric, ``label`` is the
+    series label that names the objects."""
 
     rule: Rule
     series: str
+    label: str = ""
 
 
 @dataclass(frozen=True)
@@ -58,12 +69,28 @@ class ExternalMetric:
 
 
 @dataclass(frozen=True)
+class Listed:
+    """What one relist found in Prometheus for ``rules``: per rule, in order, each series name with the label names
+    of its series."""
+
+    rules: RuleSet
+    custom: tuple[SeriesShapes, ...]
+    external: tuple[SeriesShapes, ...]
+    at: float
+
+
+@dataclass(frozen=True)
 class Catalog:
     rules: RuleSet
+    mapping: RestMapping = BUILT_IN
     custom: Mapping[tuple[str, GroupResource], CustomMetric] = field(default_factory=dict)
     external: Mapping[str, ExternalMetric] = field(default_factory=dict)
     relisted_at: float | None = None
     error: str | None = None
+
+    def resource(self, gr: GroupResource) -> ResourceInfo | None:
+        """The resource a request names (``deployments.apps``, ``deployment``, ``pods``), by the REST mapping."""
+        return self.mapping.lookup(gr.resource, gr.group)
 
     def custom_metric(self, name: str, gr: GroupResource) -> CustomMetric | None:
         return self.custom.get((name, gr))
@@ -84,28 +111,65 @@ _Found = dict[tuple[str, GroupResource], tuple[ResourceInfo, list[MetricSource]]
 _FoundExternal = dict[str, tuple[str, list[MetricSource]]]
 
 
+def _custom_metrics(
+    rule: Rule, shapes: SeriesShapes, mapping: RestMapping
+) -> Iterator[tuple[str, ResourceInfo, MetricSource]]:
+    """The metrics a rule's series give: each label that names a resource, once per series name and resource; a
+    namespaced resource only from series that carry the namespace label too."""
+    ns_label = rule.namespace_label
+    resolved: dict[str, ResourceInfo | None] = {}
+    for series in sorted(shapes):
+        name = rule.api_name(series) if rule.accepts(series) else None
+        if not name:
+            continue
+        seen: set[GroupResource] = set()
+        for labels in shapes[series]:
+            for label in sorted(labels):
+                if label not in resolved:
+                    resolved[label] = rule.resource_for_label(label, mapping)
+                info = resolved[label]
+                if info is None or info.group_resource in seen:
+                    continue
+                if info.namespaced and (ns_label is None or ns_label not in labels):
+                    continue
+                seen.add(info.group_resource)
+                # the label the rule names the resource by, as queries use it, when these series carry it
+                canonical = rule.label_for(info, mapping)
+                yield name, info, MetricSource(rule, series, canonical if canonical and canonical in labels else label)
+
+
 def build_catalog(
     rules: RuleSet,
-    found: _Found | None = None,
-    found_external: _FoundExternal | None = None,
-    relisted_at: float | None = None,
+    mapping: RestMapping = BUILT_IN,
+    listed: Listed | None = None,
+    error: str | None = None,
 ) -> Catalog:
     """Discovered metrics, plus the declared ones discovery did not find (with their declared sources)."""
     declared: _Found = {}
     declared_external: _FoundExternal = {}
     for rule in rules.rules:
-        d = rule.declared()
+        d = rule.declared(mapping)
         if d:
-            series, name, infos = d
-            for info in infos:
-                declared.setdefault((name, info.group_resource), (info, []))[1].append(MetricSource(rule, series))
+            series, name, pairs = d
+            for label, info in pairs:
+                source = MetricSource(rule, series, label)
+                declared.setdefault((name, info.group_resource), (info, []))[1].append(source)
     for rule in rules.external_rules:
-        d = rule.declared()
+        d = rule.declared(mapping)
         if d:
             series, name, _ = d
             declared_external.setdefault(name.lower(), (name, []))[1].append(MetricSource(rule, series))
-    found = found or {}
-    found_external = found_external or {}
+    found: _Found = {}
+    found_external: _FoundExternal = {}
+    if listed is not None and listed.rules is rules:
+        for rule, shapes in zip(rules.rules, listed.custom, strict=True):
+            for name, info, source in _custom_metrics(rule, shapes, mapping):
+                found.setdefault((name, info.group_resource), (info, []))[1].append(source)
+        for rule, shapes in zip(rules.external_rules, listed.external, strict=True):
+            for series in sorted(shapes):
+                api_name = rule.api_name(series) if rule.accepts(series) else None
+                if api_name:
+                    found_external.setdefault(api_name.lower(), (api_name, []))[1].append(MetricSource(rule, series))
     custom = {}
     for key in declared.keys() | found.keys():
         info, sources = found[key] if key in found else declared[key]
@@ -114,93 +178,74 @@ def build_catalog(
     for lower in declared_external.keys() | found_external.keys():
         name, sources = found_external[lower] if lower in found_external else declared_external[lower]
         external[lower] = ExternalMetric(name, tuple(dict.fromkeys(sources)), lower in found_external)
-    return Catalog(rules, custom, external, relisted_at)
+    relisted_at = listed.at if listed is not None and listed.rules is rules else None
+    return Catalog(rules, mapping, custom, external, relisted_at, error)
 
 
 class _Lister:
-    """Prometheus's label and name lists for one relist, each asked once however many rules share it."""
+    """Prometheus's lists for one relist, each asked once however many rules share it."""
 
     def __init__(self, prometheus: PrometheusAPI, start: float, end: float) -> None:
         self.prometheus = prometheus
         self.start, self.end = start, end
         self._semaphore = asyncio.Semaphore(PARALLEL_REQUESTS)
-        self._lists: SingleFlightCache[tuple[str, str], list[str]] = SingleFlightCache(math.inf)  # for this relist
-
-    async def _once(self, key: tuple[str, str], call: Callable[[], Awaitable[list[str]]]) -> list[str]:
-        async def limited() -> list[str]:
-            async with self._semaphore:
-                return await call()
-
-        names, _ = await self._lists.get(key, limited)
-        return names
-
-    async def labels(self, match: str) -> list[str]:
-        return await self._once(("labels", match), lambda: self.prometheus.label_names(match, self.start, self.end))
+        self._names: SingleFlightCache[str, list[str]] = SingleFlightCache(math.inf)  # for this relist
+        self._series: SingleFlightCache[str, SeriesShapes] = SingleFlightCache(math.inf)
 
     async def names(self, match: str) -> list[str]:
-        names = await self._once(
-            ("names", match), lambda: self.prometheus.label_values("__name__", match, self.start, self.end)
-        )
+        async def call() -> list[str]:
+            async with self._semaphore:
+                return await self.prometheus.label_values("__name__", match, self.start, self.end)
+
+        names, _ = await self._names.get(match, call)
         if len(names) > MAX_NAMES_PER_LIST:
             log.warning("%d metric names match %s; serving the first %d", len(names), match, MAX_NAMES_PER_LIST)
             return sorted(names)[:MAX_NAMES_PER_LIST]
         return names
 
+    async def series(self, match: str) -> SeriesShapes:
+        async def call() -> SeriesShapes:
+            async with self._semaphore:
+                return await self.prometheus.series(match, self.start, self.end)
+
+        shapes, _ = await self._series.get(match, call)
+        return shapes
+
+    async def rule(self, rule: Rule) -> SeriesShapes:
+        """The series of ``rule`` with samples in the window: directly when it pins one name, else one listing per
+        name the label values give and the rule accepts (the label values may name series long gone)."""
+        query = rule.series_query
+        if query.literal_name() is not None:
+            return await self.series(str(query))
+        names = [n for n in await self.names(str(query)) if rule.accepts(n) and rule.api_name(n)]
+        found = await asyncio.gather(*(self.series(query.with_matchers([("__name__", "=", n)])) for n in names))
+        return {series: sets for shapes in found for series, sets in shapes.items()}
+
     def cancel(self) -> None:
-        self._lists.cancel()
+        self._names.cancel()
+        self._series.cancel()
 
 
-async def _custom_rule(rule: Rule, lister: _Lister) -> list[tuple[str, ResourceInfo, MetricSource]]:
-    labels = await lister.labels(str(rule.series_query))
-    ns_label = rule.namespace_label
-    out = []
-    for label in labels:
-        info = rule.resource_for_label(label)
-        if info is None:
-            continue
-        extra = [(label, "!=", "")]
-        if info.namespaced:
-            if ns_label is None or ns_label not in labels:
-                log.debug("%s: %s series carry no namespace label; skipped", rule.where, info.group_resource)
-                continue
-            extra.append((ns_label, "!=", ""))
-        for series in await lister.names(rule.series_query.with_matchers(extra)):
-            name = rule.api_name(series) if rule.accepts(series) else None
-            if name:
-                out.append((name, info, MetricSource(rule, series)))
-    return out
-
-
-async def _external_rule(rule: Rule, lister: _Lister) -> list[tuple[str, MetricSource]]:
-    out = []
-    for series in await lister.names(str(rule.series_query)):
-        name = rule.api_name(series) if rule.accepts(series) else None
-        if name:
-            out.append((name, MetricSource(rule, series)))
-    return out
-
-
-async def discover(rules: RuleSet, prometheus: PrometheusAPI, start: float, end: float) -> Catalog:
-    """One relist; raises ``PrometheusError`` when Prometheus cannot answer it."""
+async def list_series(rules: RuleSet, prometheus: PrometheusAPI, start: float, end: float) -> Listed:
+    """One relist's findings; raises ``PrometheusError`` when Prometheus cannot answer it."""
     lister = _Lister(prometheus, start, end)
     try:
-        custom = await asyncio.gather(*(_custom_rule(r, lister) for r in rules.rules))
-        external = await asyncio.gather(*(_external_rule(r, lister) for r in rules.external_rules))
+        custom = await asyncio.gather(*(lister.rule(r) for r in rules.rules))
+        external = await asyncio.gather(*(lister.rule(r) for r in rules.external_rules))
     finally:
         lister.cancel()
-    found: _Found = {}
-    for per_rule in custom:
-        for name, info, source in per_rule:
-            found.setdefault((name, info.group_resource), (info, []))[1].append(source)
-    found_external: _FoundExternal = {}
-    for per_rule_external in external:
-        for name, source in per_rule_external:
-            found_external.setdefault(name.lower(), (name, []))[1].append(source)
-    return build_catalog(rules, found, found_external, relisted_at=end)
+    return Listed(rules, tuple(custom), tuple(external), end)
+
+
+async def discover(
+    rules: RuleSet, prometheus: PrometheusAPI, start: float, end: float, mapping: RestMapping = BUILT_IN
+) -> Catalog:
+    """One relist, as a catalog."""
+    return build_catalog(rules, mapping, await list_series(rules, prometheus, start, end))
 
 
 class Discovery:
-    """Holds the catalog and relists it in the background."""
+    """Holds the catalog and relists it in the background; ``mapping`` gives the REST mapping in force."""
 
     def __init__(
         self,
@@ -209,6 +254,7 @@ class Discovery:
         metrics: AdapterMetrics,
         interval: float,
         max_age: float,
+        mapping: Callable[[], RestMapping] = lambda: BUILT_IN,
         clock: Callable[[], float] = time.time,
         timing: Timing = DEFAULT_TIMING,
     ) -> None:
@@ -217,39 +263,81 @@ class Discovery:
         self.metrics = metrics
         self.interval = interval
         self.max_age = max_age
+        self.mapping = mapping
         self.clock = clock
         self.attempted = False
         self.source = metrics.sources.add("discovery", timing.bound(interval))
-        self._catalog = build_catalog(rules_file.rules)
+        self._listed: Listed | None = None
+        self._unresolved: set[tuple[str, str, GroupResource]] = set()  # overrides already said to resolve to nothing
+        self._catalog = build_catalog(rules_file.rules, mapping())
         self._wake = asyncio.Event()
         self._relisted_at: float | None = None  # time.monotonic() when the last relist ended
 
     @property
     def catalog(self) -> Catalog:
+        """The catalog; built again from the last relist's findings when the REST mapping changed since."""
+        mapping = self.mapping()
+        if self._catalog.mapping is not mapping:
+            self._set(build_catalog(self._catalog.rules, mapping, self._listed, self._catalog.error))
         return self._catalog
 
+    @property
+    def empty(self) -> bool:
+        """Whether the rules give no metric at all (then the metrics APIs list no resources)."""
+        catalog = self.catalog
+        return not catalog.custom and not catalog.external
+
     async def relist(self) -> None:
-        """Relist once; on failure keep the last good catalog and record why."""
+        """Relist once; on failure keep the last good findings and record why."""
         rules = self.rules_file.rules
         now = self.clock()
+        was_empty = self.attempted and self.empty
         try:
-            catalog = await discover(rules, self.prometheus, now - self.max_age, now)
+            listed = await list_series(rules, self.prometheus, now - self.max_age, now)
         except PrometheusError as e:
             self.metrics.discovery_runs.labels("error").inc()
             log.warning("relist failed, serving the metrics found before: %s", e)
-            base = self._catalog if self._catalog.rules is rules else build_catalog(rules)
-            self._catalog = replace(base, error=str(e))
+            if self._listed is not None and self._listed.rules is not rules:
+                self._listed = None  # found for rules no longer in force
+            self._set(build_catalog(rules, self.mapping(), self._listed, str(e)))
             self.source.failed(str(e))
         else:
-            self._catalog = catalog
+            self._listed = listed
+            self._set(build_catalog(rules, self.mapping(), listed))
             self.metrics.discovery_runs.labels("success").inc()
             self.metrics.discovery_last_success.set(now)
             self.source.succeeded()
+            if self.empty and not was_empty:
+                log.warning(
+                    "the rules (%s) matched no series with samples in the last %gs: the metrics APIs list no "
+                    "metrics until some appear",
+                    rules.source,
+                    self.max_age,
+                )
         finally:
             self.attempted = True
         self._relisted_at = time.monotonic()
-        self.metrics.discovered_metrics.labels("custom").set(len(self._catalog.custom))
-        self.metrics.discovered_metrics.labels("external").set(len(self._catalog.external))
+
+    def _set(self, catalog: Catalog) -> None:
+        self._catalog = catalog
+        rules = catalog.rules
+        unresolved = {
+            (rule.where, label, gr)
+            for rule in (*rules.rules, *rules.external_rules)
+            for label, gr in rule.mapper.overrides.items()
+            if catalog.mapping.lookup(gr.resource, gr.group) is None
+        }
+        for where, label, gr in sorted(unresolved - self._unresolved):
+            log.warning(
+                "%s.resources.overrides.%s: %s is not a resource API discovery lists; its metrics are served once it "
+                "is (a CRD installed later)",
+                where,
+                label,
+                f"{gr.resource}.{gr.group}" if gr.group else gr.resource,
+            )
+        self._unresolved = unresolved
+        self.metrics.discovered_metrics.labels("custom").set(len(catalog.custom))
+        self.metrics.discovered_metrics.labels("external").set(len(catalog.external))
 
     def wake(self) -> None:
         """Relist now (the rules changed)."""

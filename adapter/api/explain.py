@@ -17,7 +17,7 @@ from adapter.api.paths import CustomRequest, ExternalRequest, ResourceListReques
 from adapter.api.provider import Provider, QueryRecord, Trace
 from adapter.backends.prometheus import PrometheusAPI
 from adapter.errors import AdapterError
-from adapter.naming import resources
+from adapter.naming.resources import GroupResource
 from adapter.query.promql import matcher
 
 MAX_SAMPLES_SHOWN = 50
@@ -127,7 +127,7 @@ async def explain(
     try:
         if isinstance(req, CustomRequest):
             report["parsed"] = _custom_parsed(req)
-            metric = catalog.custom_metric(req.metric, _normal(req))
+            metric = catalog.custom_metric(req.metric, _normal(req, catalog))
             if metric:
                 report["rules"] = [{"rule": s.rule.where, "series": s.series} for s in metric.sources]
             items = await provider.custom(req, trace)
@@ -149,7 +149,7 @@ async def explain(
         if trace.queries:
             await _why_items(req, [], trace, prometheus, why)
         else:
-            _why_error(req, catalog, why)
+            _why_error(req, provider.catalog(), why)  # the request may have read API discovery again
     if trace.listing is not None:
         names = trace.listing.names
         report["objects"] = {
@@ -163,8 +163,8 @@ async def explain(
     return report
 
 
-def _normal(req: CustomRequest) -> resources.GroupResource:
-    info = resources.lookup(req.resource.resource, req.resource.group)
+def _normal(req: CustomRequest, catalog: Catalog) -> GroupResource:
+    info = catalog.resource(req.resource)
     return info.group_resource if info else req.resource
 
 
@@ -181,12 +181,12 @@ def _custom_parsed(req: CustomRequest) -> dict[str, str | None]:
 
 def _why_error(req: CustomRequest | ExternalRequest, catalog: Catalog, why: list[str]) -> None:
     name = req.metric
-    if isinstance(req, CustomRequest) and catalog.custom_metric(name, _normal(req)) is None:
+    if isinstance(req, CustomRequest) and catalog.custom_metric(name, _normal(req, catalog)) is None:
         others = catalog.resources_of(name)
         if others:
             why.append(f"{name} exists for {', '.join(map(str, others))}, not for {req.resource}")
-        if resources.lookup(req.resource.resource, req.resource.group) is None:
-            why.append(f"{req.resource} is not a resource this adapter knows (see docs/adapter.md)")
+        if catalog.resource(req.resource) is None:
+            why.append(f"{req.resource} is not a resource the API server's discovery lists")
     as_series = {r.api_name(name) for r in (*catalog.rules.rules, *catalog.rules.external_rules) if r.accepts(name)}
     as_series.discard(None)
     if as_series:
@@ -247,10 +247,10 @@ async def _probe(
         if not total.samples:
             why.append(f"Prometheus has no {series} series at all right now")
             return
-        info = resources.lookup(req.resource.resource, req.resource.group) if isinstance(req, CustomRequest) else None
-        label = rule.label_for(info) if info else None
+        # a custom request that got as far as a query with a namespace is for a namespaced resource
+        label = record.source.label if isinstance(req, CustomRequest) else ""
         ns_label = rule.namespace_label
-        if info is None or label is None or not info.namespaced or ns_label is None or req.namespace is None:
+        if not label or ns_label is None or req.namespace is None:
             why.append(f"Prometheus has {total.samples[0].value} {series} series, none matching these selectors")
             return
         present = await prometheus.query(f"count by ({label}) ({series}{{{matcher(ns_label, '=', req.namespace)}}})")

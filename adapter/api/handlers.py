@@ -32,7 +32,7 @@ from adapter.api.paths import (
     parse_metrics_path,
 )
 from adapter.components import COMPONENTS, Components
-from adapter.errors import AdapterError, BackendError, NotConfigured, NotFound
+from adapter.errors import AdapterError, BackendError, NotFound
 
 log = logging.getLogger(__name__)
 
@@ -136,11 +136,11 @@ async def metrics_api(request: web.Request) -> web.Response:
     if isinstance(req, ResourceListRequest):
         if req.group not in c.provider.served_groups():
             raise NotFound(NO_SUCH_PATH)
-        entries = c.provider.resource_entries(req.group)
-        if not entries:
-            # an empty resources list makes client-go (>= 0.26) report errors for the whole group on every call
-            raise NotConfigured("no metrics discovered yet: the rules matched no series in Prometheus")
-        return _json(api_resource_list(req.group, req.version, entries))
+        # Always 200, from memory, even with no metrics: the aggregator's availability check reads this path, and
+        # an error here marks the APIService unavailable, which fails discovery cluster-wide (stuck namespace
+        # deletion, kubectl errors). An empty list costs a client-side log line (client-go's memory cache says "Got
+        # empty response"); why it is empty is in /readyz?verbose and the log.
+        return _json(api_resource_list(req.group, req.version, c.provider.resource_entries(req.group)))
     if isinstance(req, CustomRequest):
         answer = await c.provider.custom(req)
         return web.Response(body=answer.body(req.version), content_type="application/json")

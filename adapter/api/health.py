@@ -1,8 +1,9 @@
 """The health endpoints, in Kubernetes' format: ``/livez`` and ``/healthz`` answer while the process does; ``/readyz``
 checks what the answers depend on.
 
-``/readyz`` has one line per check: ``discovery`` (a relist has run; a stale relist or rules-file check is reported
-but does not fail it, see ``freshness.ADVISORY_CHECKS``), ``object-cache`` (pods, namespaces and nodes listed and
+``/readyz`` has one line per check: ``discovery`` (API discovery has been read and a relist has run; a failed or
+stale relist, an empty catalog, stale API discovery or a stale rules-file check are reported but do not fail it, see
+``freshness.ADVISORY_CHECKS``), ``object-cache`` (pods, namespaces and nodes listed and
 not stale), ``authentication`` (the configuration loaded; the ConfigMap and the CA-file checks not stale), and one
 per other background source, such as ``serving-certificate`` (``freshness.py`` says when a source is stale). The
 endpoints are open to everyone, since probes carry no credentials, so a failed check says why only to a caller that
@@ -33,7 +34,18 @@ class Check:
 
 
 def _discovery(c: Components) -> Check:
-    return Check("discovery", c.discovery.attempted, "" if c.discovery.attempted else "no relist has run yet")
+    """Passes once API discovery and a relist have run, whatever they found: the metrics APIs answer from the
+    catalog either way (never an error, which would take the APIService away). What is wrong with the backends is
+    said here, and in the log."""
+    if not c.rest_mapper.attempted:
+        return Check("discovery", False, "API discovery has not been read yet")
+    if not c.discovery.attempted:
+        return Check("discovery", False, "no relist has run yet")
+    catalog = c.discovery.catalog
+    notes = [f"the last relist failed, the metrics found before are served: {catalog.error}"] if catalog.error else []
+    if c.discovery.empty:
+        notes.append(f"the rules ({catalog.rules.source}) matched no series: the metrics APIs list no metrics")
+    return Check("discovery", True, "; ".join(notes))
 
 
 def _object_cache(c: Components) -> Check:

@@ -11,7 +11,7 @@ import functools
 import logging
 import operator
 import weakref
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 
 from cachetools import LRUCache, TTLCache
@@ -22,8 +22,7 @@ from adapter.api.paths import CUSTOM_GROUP, EXTERNAL_GROUP, RESOURCE_GROUP, Cust
 from adapter.backends.kube_cache import Listing, ObjectLister
 from adapter.backends.prometheus import PrometheusAPI, QueryResult, Sample
 from adapter.errors import AdapterError, NotConfigured, NotFound
-from adapter.naming import resources
-from adapter.naming.resources import ResourceInfo
+from adapter.naming.resources import GroupResource, ResourceInfo
 from adapter.query.promql import window_seconds
 from adapter.query.quantity import sample_quantity
 from adapter.query.queries import custom_query, external_query
@@ -91,8 +90,11 @@ class Provider:
         objects: ObjectLister,
         cache: SingleFlightCache[str, QueryResult],
         metrics: AdapterMetrics,
+        resolve: Callable[[GroupResource], Awaitable[ResourceInfo | None]] | None = None,
     ) -> None:
+        """``resolve``: a resource the catalog's REST mapping does not know, looked up again (the REST mapper)."""
         self.catalog = catalog
+        self.resolve = resolve
         self.prometheus = prometheus
         self.objects = objects
         self.cache = cache
@@ -115,11 +117,16 @@ class Provider:
         groups += [EXTERNAL_GROUP] if rules.external_rules else []
         return groups + ([RESOURCE_GROUP] if rules.resource_rules else [])
 
-    def _served(self, req: CustomRequest) -> tuple[ResourceInfo, CustomMetric]:
-        """The resource and metric a request names; NotFound, saying why, when this adapter serves no such thing."""
+    async def _served(self, req: CustomRequest) -> tuple[ResourceInfo, CustomMetric]:
+        """The resource and metric a request names; NotFound, saying why, when this adapter serves no such thing. A
+        resource the REST mapping does not know may make it read API discovery again (``rest_mapper.py``)."""
         gr = req.resource
-        info = resources.lookup(gr.resource, gr.group)
-        metric = self.catalog().custom_metric(req.metric, info.group_resource) if info else None
+        catalog = self.catalog()
+        info = catalog.resource(gr)
+        if info is None and self.resolve is not None and await self.resolve(gr) is not None:
+            catalog = self.catalog()  # built again with the REST mapping that knows the resource now
+            info = catalog.resource(gr)
+        metric = catalog.custom_metric(req.metric, info.group_resource) if info else None
         if info is None or metric is None:
             raise NotFound(f"the server could not find the metric {req.metric} for {gr}")
         if info.namespaced and req.namespace is None:
@@ -147,7 +154,7 @@ class Provider:
 
     async def custom(self, req: CustomRequest, trace: Trace | None = None) -> MetricValues:
         explaining, trace = trace is not None, trace or Trace()
-        info, metric = self._served(req)
+        info, metric = await self._served(req)
         names = await self._names(req, info, trace)
         if names == []:
             return MetricValues()
@@ -162,11 +169,13 @@ class Provider:
 
         def query(index: int, source: MetricSource) -> str:
             if index not in queries:
-                queries[index] = custom_query(source.rule, source.series, info, namespace, names, req.metric_selector)
+                queries[index] = custom_query(
+                    source.rule, source.series, source.label, info, namespace, names, req.metric_selector
+                )
             return queries[index]
 
         def claim(index: int, source: MetricSource, result: QueryResult) -> bool:
-            label = source.rule.label_for(info) or ""
+            label = source.label
             for sample in result.samples.having(label, wanted):  # not a Python step for every sample sent
                 name = sample.labels.get(label)
                 if name and (wanted is None or name in wanted) and name not in owner:
@@ -199,8 +208,7 @@ class Provider:
         kind, api_version, metric = info.kind, info.api_version, req.metric
         found: dict[str, MetricValue] = {}
         for index, record in enumerate(used):
-            rule = record.source.rule
-            label = rule.label_for(info) or ""
+            rule, label = record.source.rule, record.source.label
             window = window_seconds(rule.metrics_query.text) or DEFAULT_WINDOW_SECONDS
             for sample in record.result.samples.having(label, owner) if record.result else ():
                 name = sample.labels.get(label)

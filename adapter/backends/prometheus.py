@@ -1,8 +1,9 @@
 """The Prometheus HTTP API client, behind the small ``PrometheusAPI`` protocol the rest of the adapter uses.
 
 Works against any server speaking Prometheus's ``/api/v1`` (Prometheus, Thanos, Mimir, VictoriaMetrics): instant
-queries, label names and label values, each filtered with ``match[]``. Long queries go as POST (a 1,500-pod regex is
-25 KB; GET fails with 414); every request has a deadline, sent to Prometheus too so it gives up when we do.
+queries, label values and series (read for their names and label names only), each filtered with ``match[]``. Long
+queries go as POST (a 1,500-pod regex is 25 KB; GET fails with 414); every request has a deadline, sent to
+Prometheus too so it gives up when we do.
 
 An answer is read up to ``--prometheus-max-answer-bytes`` (refused by its Content-Length when that says more, else
 once that much has arrived), then checked and converted by ``prometheus_answer``: on the event loop when it is small,
@@ -23,7 +24,7 @@ from typing import Any, Protocol, TypeVar
 import aiohttp
 
 from adapter.backends.prometheus_answer import QueryResult as QueryResult
-from adapter.backends.prometheus_answer import Reply, names_reply, query_reply
+from adapter.backends.prometheus_answer import Reply, SeriesShapes, names_reply, query_reply, series_reply
 from adapter.backends.prometheus_answer import Sample as Sample
 from adapter.config.flags import default, show_bytes
 from adapter.errors import AnswerTooLarge, BadAnswer, MalformedAnswer, PrometheusError, QueryError
@@ -43,9 +44,11 @@ T = TypeVar("T")
 class PrometheusAPI(Protocol):
     async def query(self, promql: str) -> QueryResult: ...
 
-    async def label_names(self, match: str, start: float, end: float) -> list[str]: ...
-
     async def label_values(self, label: str, match: str, start: float, end: float) -> list[str]: ...
+
+    async def series(self, match: str, start: float, end: float) -> SeriesShapes:
+        """The names of the series ``match`` selects with samples from ``start`` to ``end``, and their label names."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -148,14 +151,16 @@ class PrometheusClient:
             raise QueryError(f"query {promql!r} returned a {result.result_type}; a metrics query must return a vector")
         return result
 
-    async def label_names(self, match: str, start: float, end: float) -> list[str]:
-        params = [("match[]", match), ("start", f"{start:.3f}"), ("end", f"{end:.3f}")]
-        return await self._call("labels", "/api/v1/labels", params, self.config.discovery_timeout, names_reply)
-
     async def label_values(self, label: str, match: str, start: float, end: float) -> list[str]:
         params = [("match[]", match), ("start", f"{start:.3f}"), ("end", f"{end:.3f}")]
         path = f"/api/v1/label/{urllib.parse.quote(label, safe='')}/values"
         return await self._call("label_values", path, params, self.config.discovery_timeout, names_reply)
+
+    async def series(self, match: str, start: float, end: float) -> SeriesShapes:
+        # label values are filtered by time only per storage block (hours), series by their samples: a series that
+        # stopped leaves this list once its last sample is older than start
+        params = [("match[]", match), ("start", f"{start:.3f}"), ("end", f"{end:.3f}")]
+        return await self._call("series", "/api/v1/series", params, self.config.discovery_timeout, series_reply)
 
     async def _call(
         self,

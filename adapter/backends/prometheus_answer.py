@@ -119,6 +119,30 @@ def names_reply(body: bytes | bytearray) -> Reply[list[str]]:
     return _reply(body, lambda r: _strings(r, "data"))
 
 
+# A series name → the sets of label names its series carry (each set once): what discovery needs of /api/v1/series.
+SeriesShapes = Mapping[str, frozenset[frozenset[str]]]
+
+
+def series_reply(body: bytes | bytearray) -> Reply[SeriesShapes]:
+    """The answer to ``/api/v1/series``, reduced as it is read to each series name and the label names its series
+    carry: the values, which make up most of the answer, are dropped one series at a time."""
+    return _reply(body, _series_shapes)
+
+
+def _series_shapes(r: JsonReader) -> dict[str, frozenset[frozenset[str]]]:
+    shapes: dict[str, set[frozenset[str]]] = {}
+    once: dict[frozenset[str], frozenset[str]] = {}
+    for index in r.elements("data"):
+        labels = r.value()
+        if type(labels) is not dict or not all(type(v) is str for v in labels.values()):
+            _malformed(f"data[{index}] is not an object of label values")
+        name = labels.pop("__name__", "")
+        if name:
+            keys = frozenset(labels)
+            shapes.setdefault(name, set()).add(once.setdefault(keys, keys))
+    return {name: frozenset(sets) for name, sets in shapes.items()}
+
+
 def _reply(body: bytes | bytearray, read_data: Callable[[JsonReader], T]) -> Reply[T]:
     try:
         text = body.decode()

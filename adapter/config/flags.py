@@ -140,7 +140,6 @@ _IGNORED = {
     "the API server is not rate-limited on the client side: objects are watched and reviews cached": (
         "client-qps", "client-burst",
     ),
-    "resources are looked up in a built-in table, not through API discovery": ("discovery-interval",),
 }  # fmt: skip
 
 
@@ -177,6 +176,8 @@ def _table() -> FlagTable:
              default="1m", help="how often to relist series names, 1s to 24h"),
         flag("--metrics-max-age", parse=duration(0, 30 * 86400, "the relist interval to 720h"),
              help="how far back a relist looks; at least the relist interval (default: the interval)"),
+        flag("--discovery-interval", field="discovery_interval", parse=duration(10, 86400, "10s to 24h"),
+             default="10m", help="how often API discovery (the REST mapping of resources) is read again, 10s to 24h"),
         flag("--metrics-cache-ttl", field="cache_ttl", parse=duration(0, 600, "0s to 10m"), default="250ms",
              help="how long a query result is reused, 0s to 10m"),
         flag("--secure-port", field="secure_port", parse=integer(0, 65535), default="6443",

@@ -18,10 +18,9 @@ import yaml
 
 from adapter.config.resource_rules import ResourceRule, ResourceRules, parse_window
 from adapter.errors import ConfigError, TemplateError
-from adapter.naming import resources
 from adapter.naming.go_regexp import GoRegexp
 from adapter.naming.names import LabelResourceMapper, default_as
-from adapter.naming.resources import NAMESPACES, ResourceInfo
+from adapter.naming.resources import BUILT_IN, NAMESPACES, GroupResource, ResourceInfo, RestMapping
 from adapter.naming.templates import Struct, Template, compile_template
 from adapter.query.promql import SeriesSelector, parse_series_selector
 
@@ -66,18 +65,19 @@ class Rule:
     def api_name(self, series: str) -> str | None:
         return self.name_matches.expand(self.name_as, series)
 
-    def resource_for_label(self, label: str) -> ResourceInfo | None:
-        return self.mapper.resource_for_label(label)
+    def resource_for_label(self, label: str, mapping: RestMapping) -> ResourceInfo | None:
+        return self.mapper.resource_for_label(label, mapping)
 
-    def label_for(self, info: ResourceInfo) -> str | None:
-        return self.mapper.label_for_resource(info.group_resource)
+    def label_for(self, info: ResourceInfo, mapping: RestMapping) -> str | None:
+        return self.mapper.label_for_resource(info.group_resource, mapping)
 
     @property
     def namespace_label(self) -> str | None:
-        return self.label_for(NAMESPACES)
+        # namespaces are core v1 in every cluster: no discovery needed to find their label
+        return self.label_for(NAMESPACES, BUILT_IN)
 
-    def declared(self) -> tuple[str, str, tuple[ResourceInfo, ...]] | None:
-        """(series, API name, resources) when the rule pins them down without asking Prometheus."""
+    def declared(self, mapping: RestMapping) -> tuple[str, str, tuple[tuple[str, ResourceInfo], ...]] | None:
+        """(series, API name, (label, resource) pairs) when the rule pins them down without asking Prometheus."""
         series = self.series_query.literal_name()
         if series is None or not self.accepts(series):
             return None
@@ -86,8 +86,8 @@ class Rule:
             return None
         # a namespaced resource needs the namespace label too, as in discovery
         has_namespace = self.namespace_label is not None
-        infos = tuple(info for info in self.mapper.overrides.values() if has_namespace or not info.namespaced)
-        return series, name, infos
+        found = self.mapper.resolved_overrides(mapping)
+        return series, name, tuple((label, info) for label, info in found if has_namespace or not info.namespaced)
 
 
 @dataclass(frozen=True)
@@ -197,16 +197,15 @@ def _name(spec: Mapping[str, Any], where: str) -> tuple[GoRegexp, str, bool]:
 
 def _resources(spec: Mapping[str, Any], where: str) -> tuple[LabelResourceMapper, bool]:
     res = _keys(spec.get("resources"), _RESOURCES_KEYS, f"{where}.resources")
-    overrides: dict[str, ResourceInfo] = {}
+    # resolved through API discovery when series are found (a CRD may be installed later): see names.py
+    overrides: dict[str, GroupResource] = {}
     for label, target in _check(res.get("overrides") or {}, dict, f"{where}.resources.overrides").items():
         tw = f"{where}.resources.overrides.{label}"
         target = _keys(target, {"group", "resource"}, tw)
         resource = _check(target.get("resource"), str, f"{tw}.resource")
-        info = resources.lookup(resource, _check(target.get("group") or "", str, f"{tw}.group"))
-        if info is None:
-            log.warning("%s: %s is not a resource this adapter knows; its metrics are not served", tw, resource)
-            continue
-        overrides[label] = info
+        if not resource.strip():
+            raise ConfigError(f"{tw}.resource is empty: name a resource (pod, deployment, rayclusters, ...)")
+        overrides[str(label)] = GroupResource(resource.strip(), _check(target.get("group") or "", str, f"{tw}.group"))
     template = None
     if res.get("template"):
         try:

@@ -7,7 +7,7 @@ import re
 from adapter.errors import TemplateError
 from adapter.naming import resources
 from adapter.naming.go_regexp import GoRegexp
-from adapter.naming.resources import GroupResource, ResourceInfo
+from adapter.naming.resources import GroupResource, ResourceInfo, RestMapping
 from adapter.naming.templates import Struct, Template
 
 
@@ -21,28 +21,39 @@ def default_as(pattern: GoRegexp, where: str) -> str:
 
 
 class LabelResourceMapper:
-    """Label names to resources and back, from a rule's ``resources.overrides`` and ``resources.template``."""
+    """Label names to resources and back, from a rule's ``resources.overrides`` and ``resources.template``.
 
-    def __init__(self, overrides: dict[str, ResourceInfo], template: Template | None) -> None:
+    Overrides are kept as the file names them (``{resource: deployment}``) and resolved through the REST mapping
+    each time, so a resource installed later (a CRD) resolves once discovery has seen it."""
+
+    def __init__(self, overrides: dict[str, GroupResource], template: Template | None) -> None:
         self.overrides = overrides
         self.template = template
-        self._by_resource = {info.group_resource: label for label, info in overrides.items()}
-        self._pattern = _reverse(template) if template else None
+        self._patterns = _reverse(template) if template else ()
 
-    def resource_for_label(self, label: str) -> ResourceInfo | None:
+    def resolved_overrides(self, mapping: RestMapping) -> list[tuple[str, ResourceInfo]]:
+        """Each override's label and resource, leaving out those the mapping does not know."""
+        found = ((label, mapping.lookup(gr.resource, gr.group)) for label, gr in self.overrides.items())
+        return [(label, info) for label, info in found if info is not None]
+
+    def resource_for_label(self, label: str, mapping: RestMapping) -> ResourceInfo | None:
         if label in self.overrides:
-            return self.overrides[label]
-        if self._pattern is None:
-            return None
-        m = self._pattern.match(label)
-        if not m:
-            return None
-        return resources.lookup_sanitized(m.group("resource"), m.groupdict().get("group") or "")
+            gr = self.overrides[label]
+            return mapping.lookup(gr.resource, gr.group)
+        for pattern in self._patterns:
+            m = pattern.match(label)
+            info = mapping.lookup_sanitized(m.group("resource"), m.groupdict().get("group") or "") if m else None
+            if info is not None:
+                return info
+        return None
 
-    def label_for_resource(self, gr: GroupResource) -> str | None:
-        if gr in self._by_resource:
-            return self._by_resource[gr]
-        info = resources.lookup(gr.resource, gr.group)
+    def label_for_resource(self, gr: GroupResource, mapping: RestMapping = resources.BUILT_IN) -> str | None:
+        """The label that names ``gr``: an override that resolves to it, else the template's. The built-in mapping
+        is enough for pods, namespaces and nodes (core v1 in every cluster)."""
+        for label, overridden in self.resolved_overrides(mapping):
+            if overridden.group_resource == gr:
+                return label
+        info = mapping.lookup(gr.resource, gr.group)
         if self.template is None or info is None:
             return None
         try:
@@ -56,20 +67,25 @@ _GROUP_MARK = "\x00group\x00"
 _RESOURCE_MARK = "\x00resource\x00"
 
 
-def _reverse(template: Template) -> re.Pattern[str] | None:
-    """A regex recognising the labels ``template`` produces, capturing the group and resource."""
+def _reverse(template: Template) -> tuple[re.Pattern[str], ...]:
+    """Regexes recognising the labels ``template`` produces, capturing the group and resource: the shortest group
+    first, as prometheus-adapter reads ``kube_<<.Group>>_<<.Resource>>``, then the longest, for groups with dots
+    (``serving_kserve_io_inferenceservice``; label names cannot hold a resource's dashes or dots)."""
     try:
         text = template.render(Struct(Group=_GROUP_MARK, Resource=_RESOURCE_MARK))
     except TemplateError:
-        return None
+        return ()
     if _RESOURCE_MARK not in text:
-        return None
-    out: list[str] = []
-    for part in re.split(f"({_GROUP_MARK}|{_RESOURCE_MARK})", text):
-        if part == _GROUP_MARK:
-            out.append("(?P<group>.*?)" if "(?P<group>" not in "".join(out) else "(?P=group)")
-        elif part == _RESOURCE_MARK:
-            out.append("(?P<resource>.+?)" if "(?P<resource>" not in "".join(out) else "(?P=resource)")
-        else:
-            out.append(re.escape(part))
-    return re.compile("^" + "".join(out) + "$")
+        return ()
+    patterns = []
+    for group in ("(?P<group>.*?)", "(?P<group>.*)"):
+        out: list[str] = []
+        for part in re.split(f"({_GROUP_MARK}|{_RESOURCE_MARK})", text):
+            if part == _GROUP_MARK:
+                out.append(group if "(?P<group>" not in "".join(out) else "(?P=group)")
+            elif part == _RESOURCE_MARK:
+                out.append("(?P<resource>.+?)" if "(?P<resource>" not in "".join(out) else "(?P=resource)")
+            else:
+                out.append(re.escape(part))
+        patterns.append(re.compile("^" + "".join(out) + "$"))
+    return tuple(patterns) if _GROUP_MARK in text else tuple(patterns[:1])

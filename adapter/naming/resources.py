@@ -1,11 +1,19 @@
-"""The Kubernetes resources metrics can describe: names, kinds, API versions and scope.
+"""The Kubernetes resources metrics can describe: a REST mapping from names to kinds, API versions and scope.
 
-A static table stands in for the API server's discovery (a RESTMapper): the adapter needs the kind and scope
-of a resource to answer, and these are the resources HPAs point at. A rule naming any other resource still
-loads; metrics for it are skipped with a log line."""
+A ``RestMapping`` is what client-go's RESTMapper answers, built from the API server's discovery documents
+(``backends/api_resources.py`` reads them, ``backends/rest_mapper.py`` keeps the mapping current). It resolves a
+resource by plural, singular or lower-case kind, with or without its group: an empty group matches any group, the
+core group first and then the groups in the order discovery lists them, each at its preferred version, as
+client-go's priority mapper does (``deployment`` is ``deployments.apps``; ``events`` is the core one).
+
+``BUILT_IN`` holds the resources every cluster's built-in groups serve: the mapping when no Kubernetes API is
+configured, and until discovery first answers. Pods, namespaces and nodes are core v1 everywhere, so what depends
+only on them (a rule's namespace label) needs no discovery.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 
@@ -40,26 +48,79 @@ class ResourceInfo:
     @property
     def list_path(self) -> str:
         """The API server path of the collection, without a namespace."""
-        gr = self.group_resource
-        base = f"/apis/{gr.group}/{self.version}" if gr.group else f"/api/{self.version}"
-        return f"{base}/{gr.resource}"
+        return self.path()
 
     def path(self, namespace: str | None = None) -> str:
-        if namespace is None or not self.namespaced:
-            return self.list_path
         gr = self.group_resource
         base = f"/apis/{gr.group}/{self.version}" if gr.group else f"/api/{self.version}"
+        if namespace is None or not self.namespaced:
+            return f"{base}/{gr.resource}"
         return f"{base}/namespaces/{namespace}/{gr.resource}"
+
+
+def sanitize_group(group: str) -> str:
+    """A group as a label template writes it: dots and dashes become ``_`` (prometheus-adapter's sanitizer)."""
+    return group.replace(".", "_").replace("-", "_")
+
+
+class RestMapping:
+    """Resources in priority order (the first listed wins a name several groups serve); immutable once built."""
+
+    def __init__(self, infos: Iterable[ResourceInfo]) -> None:
+        self._infos: dict[GroupResource, ResourceInfo] = {}
+        self._by_name: dict[str, list[ResourceInfo]] = {}
+        for info in infos:
+            if info.group_resource in self._infos:  # a later (less preferred) version of a resource already listed
+                continue
+            self._infos[info.group_resource] = info
+            for name in dict.fromkeys((info.group_resource.resource, info.singular, info.kind.lower())):
+                if name:
+                    self._by_name.setdefault(name, []).append(info)
+
+    def __iter__(self) -> Iterator[ResourceInfo]:
+        return iter(self._infos.values())
+
+    def __len__(self) -> int:
+        return len(self._infos)
+
+    def __contains__(self, gr: object) -> bool:
+        return gr in self._infos
+
+    def lookup(self, resource: str, group: str = "") -> ResourceInfo | None:
+        """The resource named ``resource`` (plural, singular or kind, any case) in ``group``; an empty group matches
+        any group, and ``rayclusters.ray.io`` names its group itself."""
+        candidates = self._by_name.get(resource.lower(), ())
+        for info in candidates:
+            if not group or info.group_resource.group == group:
+                return info
+        if not group and "." in resource:
+            name, _, named_group = resource.partition(".")
+            return self.lookup(name, named_group)
+        return None
+
+    def lookup_sanitized(self, resource: str, sanitized_group: str) -> ResourceInfo | None:
+        """A resource from a label template's output, whose group had dots and dashes turned into ``_``."""
+        exact = self.lookup(resource, sanitized_group)
+        if exact is not None or not sanitized_group:
+            return exact
+        for info in self._by_name.get(resource.lower(), ()):
+            if sanitize_group(info.group_resource.group) == sanitized_group:
+                return info
+        return None
 
 
 def _info(resource: str, singular: str, kind: str, group: str, version: str, namespaced: bool) -> ResourceInfo:
     return ResourceInfo(GroupResource(resource, group), singular, kind, version, namespaced)
 
 
-KNOWN: tuple[ResourceInfo, ...] = (
-    _info("pods", "pod", "Pod", "", "v1", True),
-    _info("namespaces", "namespace", "Namespace", "", "v1", False),
-    _info("nodes", "node", "Node", "", "v1", False),
+PODS = _info("pods", "pod", "Pod", "", "v1", True)
+NAMESPACES = _info("namespaces", "namespace", "Namespace", "", "v1", False)
+NODES = _info("nodes", "node", "Node", "", "v1", False)
+
+BUILT_IN_RESOURCES: tuple[ResourceInfo, ...] = (
+    PODS,
+    NAMESPACES,
+    NODES,
     _info("services", "service", "Service", "", "v1", True),
     _info("persistentvolumes", "persistentvolume", "PersistentVolume", "", "v1", False),
     _info("persistentvolumeclaims", "persistentvolumeclaim", "PersistentVolumeClaim", "", "v1", True),
@@ -72,32 +133,4 @@ KNOWN: tuple[ResourceInfo, ...] = (
     _info("cronjobs", "cronjob", "CronJob", "batch", "v1", True),
     _info("ingresses", "ingress", "Ingress", "networking.k8s.io", "v1", True),
 )
-
-_BY_NAME: dict[tuple[str, str], ResourceInfo] = {}
-for _r in KNOWN:
-    for _name in (_r.group_resource.resource, _r.singular, _r.kind.lower()):
-        _BY_NAME[(_r.group_resource.group, _name)] = _r
-
-PODS = _BY_NAME[("", "pods")]
-NAMESPACES = _BY_NAME[("", "namespaces")]
-NODES = _BY_NAME[("", "nodes")]
-
-
-def lookup(resource: str, group: str = "") -> ResourceInfo | None:
-    """A known resource by plural, singular or lower-case kind (``pod``, ``pods``, ``Deployment``)."""
-    return _BY_NAME.get((group, resource.lower()))
-
-
-def lookup_sanitized(resource: str, sanitized_group: str) -> ResourceInfo | None:
-    """A known resource from a label template's output, whose group had dots and dashes turned into ``_``."""
-    for r in KNOWN:
-        if sanitize_group(r.group_resource.group) == sanitized_group and resource.lower() in (
-            r.group_resource.resource,
-            r.singular,
-        ):
-            return r
-    return None
-
-
-def sanitize_group(group: str) -> str:
-    return group.replace(".", "_").replace("-", "_")
+BUILT_IN = RestMapping(BUILT_IN_RESOURCES)

@@ -51,15 +51,14 @@ def _selector_values(selector: Selector, replacements: Sequence[tuple[str, str]]
 def custom_query(
     rule: Rule,
     series: str,
+    resource_label: str,
     info: ResourceInfo,
     namespace: str | None,
     names: Sequence[str] | None,
     metric_selector: Selector,
 ) -> str:
-    """The query for ``series`` on objects ``names`` (None: every object) of ``info``, in ``namespace``."""
-    resource_label = rule.label_for(info)
-    if resource_label is None:
-        raise QueryError(f"{rule.where} maps no label to {info.group_resource}")
+    """The query for ``series`` on objects ``names`` (None: every object) of ``info``, named by ``resource_label``,
+    in ``namespace``."""
     matchers = selector_matchers(metric_selector)
     values = _selector_values(metric_selector)
     if namespace is not None and info.namespaced:

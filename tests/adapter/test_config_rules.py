@@ -49,8 +49,11 @@ async def configured(
 async def test_only_the_configured_rules_are_served(configured: Adapter) -> None:
     body = await configured.get(CM)
     names = {r["name"] for r in body["resources"]}
+    # the scrape's job label is a resource too under <<.Resource>> (jobs.batch), as in prometheus-adapter
     assert names == {
-        f"{r}/{m}" for r in ("pods", "namespaces") for m in ("big_value", "tiny_value", "inf_value", "weird_value")
+        f"{r}/{m}"
+        for r in ("pods", "namespaces", "jobs.batch")
+        for m in ("big_value", "tiny_value", "inf_value", "weird_value")
     }
     external = await configured.get(EM)
     assert [r["name"] for r in external["resources"]] == ["queue_depth"]
@@ -142,17 +145,3 @@ async def test_rules_file_changes_are_picked_up_and_broken_edits_refused(
     assert registry.get_sample_value("gpuscale_adapter_config_last_reload_successful") == 0
     config.write_text(CONFIG)
     await wait_until(lambda: registry.get_sample_value("gpuscale_adapter_config_last_reload_successful") == 1)
-
-
-async def test_a_group_without_metrics_answers_503_never_an_empty_list(
-    kube: FakeKubeAPIServer, prometheus: Prometheus, make_adapter: Callable[..., Awaitable[Adapter]], tmp_path: Path
-) -> None:
-    config = tmp_path / "config.yaml"
-    config.write_text('rules:\n- seriesQuery: \'{__name__=~"nothing_here_.*",pod!=""}\'\n')
-    adapter = await make_adapter(settings_for(prometheus.url, kube.kubeconfig(tmp_path / "kubeconfig"), config=config))
-    body = await adapter.get(CM, status=503)
-    assert body["kind"] == "Status"
-    assert body["message"] == "no metrics discovered yet: the rules matched no series in Prometheus"
-    groups = await adapter.get("/apis")
-    assert [g["name"] for g in groups["groups"]] == ["custom.metrics.k8s.io"]
-    await adapter.get(EM, status=404)

@@ -82,8 +82,9 @@ rules:
 """,
         client,
     )
-    # queue_depth carries namespace (a resource) and queue, job, instance (not resources)
-    assert found == {("queue_depth", "namespaces"): ["queue_depth"]}
+    # queue_depth carries namespace and job (resources: an empty group matches any group, as in prometheus-adapter,
+    # so job is jobs.batch), queue and instance (not resources)
+    assert found == {("queue_depth", "namespaces"): ["queue_depth"], ("queue_depth", "jobs.batch"): ["queue_depth"]}
 
 
 async def test_namespaced_resources_need_the_namespace_label(client: PrometheusClient) -> None:

@@ -104,7 +104,7 @@ async def test_self_metrics_count_requests_queries_and_cache_outcomes(adapter: A
     assert samples[("gpuscale_adapter_query_cache_requests_total", (("result", "miss"),))] >= 1
     assert samples[("gpuscale_adapter_query_cache_requests_total", (("result", "hit"),))] >= 1
     assert samples[("gpuscale_adapter_prometheus_request_duration_seconds_count", (("endpoint", "query"),))] >= 1
-    assert samples[("gpuscale_adapter_prometheus_request_duration_seconds_count", (("endpoint", "labels"),))] >= 1
+    assert samples[("gpuscale_adapter_prometheus_request_duration_seconds_count", (("endpoint", "series"),))] >= 1
     assert samples[("gpuscale_adapter_kube_cache_synced", (("resource", "pods"),))] == 1
     assert samples[("gpuscale_adapter_discovery_runs_total", (("result", "success"),))] >= 1
 

@@ -184,7 +184,9 @@ async def test_lister_uses_live_lists_until_synced_then_memory(
         assert len([r for r in kube.requests[lists:] if r[1].get("watch") != "true"]) == 0
         # a resource the cache does not hold is listed live, with the selector
         kube.put("deployments.apps", "web", {"tier": "front"}, namespace="ml")
-        deployments = await lister.names(resources.lookup("deployments", "apps"), "ml", parse_selector("tier=front"))  # type: ignore[arg-type]
+        deployments = await lister.names(
+            resources.BUILT_IN.lookup("deployments", "apps"), "ml", parse_selector("tier=front")
+        )  # type: ignore[arg-type]
         assert deployments.names == ["web"]
         assert deployments.source == "live LIST (resource not cached)"
         assert metrics.registry.get_sample_value("gpuscale_adapter_kube_live_lists_total", {"resource": "pods"}) == 1

@@ -10,7 +10,7 @@ from kubernetes_asyncio import client
 from adapter.backends.kube_api import KubernetesMetadataAPI, parse_event
 from adapter.backends.kube_client import KubeClient
 from adapter.errors import KubernetesError, ResourceExpired
-from adapter.naming.resources import lookup
+from adapter.naming.resources import PODS
 
 POD = b'{"type":"ADDED","object":{"metadata":{"name":"a","namespace":"ml","resourceVersion":"5"}}}\n'
 
@@ -105,11 +105,11 @@ async def test_objects_of_the_wrong_shape_are_refused(served: tuple[Server, Kube
         parse_event(event)
     server.body = b'{"metadata":{"resourceVersion":"1"},"items":[' + obj + b"]}"
     with pytest.raises(KubernetesError):
-        await KubernetesMetadataAPI(kube).list(lookup("pods") or pytest.fail("pods"))
+        await KubernetesMetadataAPI(kube).list(PODS)
 
 
 async def test_a_list_that_is_not_an_object_is_a_kubernetes_error(served: tuple[Server, KubeClient]) -> None:
     server, kube = served
     server.body = b"[]"
     with pytest.raises(KubernetesError, match="not a JSON object"):
-        await KubernetesMetadataAPI(kube).list(lookup("pods") or pytest.fail("pods"))
+        await KubernetesMetadataAPI(kube).list(PODS)

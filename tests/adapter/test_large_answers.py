@@ -94,11 +94,11 @@ async def test_an_endless_answer_without_a_content_length_is_cut_off_at_the_limi
     assert (await capped.client.get("/healthz")).status == 200
 
 
-async def test_discovery_keeps_its_catalog_when_a_label_list_is_over_the_limit(
+async def test_discovery_keeps_its_catalog_when_a_series_list_is_over_the_limit(
     capped: Adapter, proxy: PrometheusProxy, caplog: pytest.LogCaptureFixture
 ) -> None:
-    names = json.dumps({"status": "success", "data": [f"metric_{i:07d}" for i in range(100_000)]}).encode()
-    proxy.respond = (200, names)  # 1.6 MB of metric names
+    series = [{"__name__": "DCGM_FI_DEV_GPU_UTIL", "pod": f"p{i:06d}", "namespace": "ml"} for i in range(30_000)]
+    proxy.respond = (200, json.dumps({"status": "success", "data": series}).encode())  # 1.9 MB of series
     await capped.components.discovery.relist()
     catalog = capped.components.discovery.catalog
     assert catalog.error is not None

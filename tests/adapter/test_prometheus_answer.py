@@ -15,7 +15,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from adapter.backends.json_reader import JsonReader
-from adapter.backends.prometheus_answer import Sample, Samples, names_reply, query_reply
+from adapter.backends.prometheus_answer import Sample, Samples, names_reply, query_reply, series_reply
 from adapter.errors import MalformedAnswer
 
 SECRET = "s3cr3t-label-value"
@@ -130,6 +130,30 @@ def test_label_lists_are_lists_of_strings() -> None:
         names_reply(b'{"status":"success","data":["a",["b"]]}')
     with pytest.raises(MalformedAnswer, match="data is not an array"):
         names_reply(b'{"status":"success","data":{"a":"b"}}')
+
+
+def test_a_series_list_is_read_as_names_and_the_label_names_of_their_series() -> None:
+    body = json.dumps(
+        {
+            "status": "success",
+            "data": [
+                {"__name__": "gpu", "pod": "a", "namespace": "ml"},
+                {"__name__": "gpu", "pod": "b", "namespace": "ml"},
+                {"__name__": "gpu", "Hostname": "n1"},
+                {"__name__": "up", "job": "x"},
+            ],
+        }
+    ).encode()
+    shapes = series_reply(body).data
+    assert shapes == {
+        "gpu": frozenset({frozenset({"pod", "namespace"}), frozenset({"Hostname"})}),
+        "up": frozenset({frozenset({"job"})}),
+    }
+    assert series_reply(b'{"status":"success","data":[]}').data == {}
+    with pytest.raises(MalformedAnswer, match=r"data\[1\] is not an object of label values"):
+        series_reply(b'{"status":"success","data":[{"__name__":"a"},{"__name__":"b","pod":1}]}')
+    with pytest.raises(MalformedAnswer, match="data is not an array"):
+        series_reply(b'{"status":"success","data":{"__name__":"a"}}')
 
 
 def test_repeated_strings_are_kept_once() -> None:

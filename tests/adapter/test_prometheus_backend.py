@@ -186,9 +186,12 @@ async def test_wildcards_over_many_pods_post_their_query(
     assert all(len(s.body) > 25_000 for s in posted)
 
 
-async def test_discovery_asks_for_names_not_series(proxied: Adapter, proxy: PrometheusProxy) -> None:
-    await proxied.components.discovery.relist()
-    paths = {s.path for s in proxy.seen}
-    assert "/api/v1/series" not in paths
-    assert "/api/v1/labels" in paths
-    assert "/api/v1/label/__name__/values" in paths
+async def test_discovery_lists_series_of_the_last_max_age(proxied: Adapter, proxy: PrometheusProxy) -> None:
+    discovery = proxied.components.discovery
+    await discovery.relist()
+    listed = [s for s in proxy.seen if s.path == "/api/v1/series"]
+    assert listed  # the built-in rules pin their series names: one listing each, no label lookups
+    assert {s.path for s in proxy.seen} & {"/api/v1/labels", "/api/v1/label/__name__/values"} == set()
+    for s in listed:
+        start, end = float(s.query["start"]), float(s.query["end"])
+        assert end - start == pytest.approx(discovery.max_age, abs=0.01)

@@ -1,7 +1,7 @@
 import pytest
 
 from adapter.config.rules import load_rules, parse_rules
-from adapter.errors import BadRequest, QueryError
+from adapter.errors import BadRequest
 from adapter.naming import resources
 from adapter.query.queries import custom_query, external_query
 from adapter.query.selectors import parse_selector
@@ -144,7 +144,8 @@ def test_custom_query(
     selector: str,
     expected: str,
 ) -> None:
-    assert custom_query(rule, series, info, namespace, names, S(selector)) == expected  # type: ignore[arg-type]
+    label = rule.label_for(info, resources.BUILT_IN)  # type: ignore[attr-defined]
+    assert custom_query(rule, series, label, info, namespace, names, S(selector)) == expected  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(
@@ -179,9 +180,10 @@ def test_external_query(rule: object, namespace: str, selector: str, expected: s
 
 def test_selector_operators_promql_cannot_express_are_bad_requests() -> None:
     with pytest.raises(BadRequest, match="no PromQL equivalent"):
-        custom_query(POD_RULE, GPU, resources.PODS, "ml", ["p"], S("gpu>1"))
+        custom_query(POD_RULE, GPU, "pod", resources.PODS, "ml", ["p"], S("gpu>1"))
 
 
-def test_a_rule_without_the_resource_label_cannot_build_a_query() -> None:
-    with pytest.raises(QueryError, match="maps no label to nodes"):
-        custom_query(POD_RULE, GPU, resources.NODES, None, ["n"], S(""))
+def test_a_rule_names_no_label_for_a_resource_it_does_not_map() -> None:
+    # discovery gives such a rule no metric for nodes, so no query is ever built for it
+    assert POD_RULE.label_for(resources.NODES, resources.BUILT_IN) is None
+    assert NODE_RULE.label_for(resources.NODES, resources.BUILT_IN) == "Hostname"

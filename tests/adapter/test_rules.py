@@ -5,6 +5,7 @@ import pytest
 from adapter.config.rules import DEFAULT_METRICS_QUERY, load_rules, parse_rules
 from adapter.errors import ConfigError
 from adapter.naming import resources
+from adapter.naming.resources import BUILT_IN, GroupResource, ResourceInfo, RestMapping
 from adapter.naming.templates import Struct
 
 # A configuration in prometheus-adapter's format using every key it knows, as users write them.
@@ -73,14 +74,14 @@ def test_full_prometheus_adapter_config_loads() -> None:
     assert not cadvisor.accepts("container_memory_usage_bytes")  # the name.matches implicit filter
     assert cadvisor.api_name("container_network_receive_bytes_total") == "network_receive_bytes"
     assert queue.api_name("worker_queue_length") == "worker_length"
-    assert queue.resource_for_label("kube_apps_deployment") == resources.lookup("deployments", "apps")
-    assert queue.resource_for_label("kube__pod") == resources.PODS
-    assert queue.resource_for_label("kube_namespace") == resources.NAMESPACES
-    assert queue.resource_for_label("kube_apps_gizmo") is None
+    assert queue.resource_for_label("kube_apps_deployment", BUILT_IN) == BUILT_IN.lookup("deployments", "apps")
+    assert queue.resource_for_label("kube__pod", BUILT_IN) == resources.PODS
+    assert queue.resource_for_label("kube_namespace", BUILT_IN) == resources.NAMESPACES
+    assert queue.resource_for_label("kube_apps_gizmo", BUILT_IN) is None
     assert queue.replacements == (("#", "_"),)
-    assert http.resource_for_label("service") == resources.lookup("services")
-    assert http.resource_for_label("container") is None
-    assert http.label_for(resources.lookup("deployments", "apps")) == "deployment"  # type: ignore[arg-type]
+    assert http.resource_for_label("service", BUILT_IN) == BUILT_IN.lookup("services")
+    assert http.resource_for_label("container", BUILT_IN) is None
+    assert http.label_for(BUILT_IN.lookup("deployments", "apps"), BUILT_IN) == "deployment"  # type: ignore[arg-type]
     assert http.namespace_label == "namespace"
     assert rules.external_rules[0].namespaced
     assert not rules.external_rules[1].namespaced
@@ -143,22 +144,25 @@ def test_missing_metrics_query_gets_the_default(caplog: pytest.LogCaptureFixture
     assert "no metricsQuery" in caplog.text
 
 
-def test_unknown_override_resource_loads_with_a_warning(caplog: pytest.LogCaptureFixture) -> None:
+def test_an_override_resolves_once_the_rest_mapping_knows_its_resource() -> None:
     rule = parse_rules(
         "rules:\n- seriesQuery: up\n  resources: {overrides: {r: {group: argoproj.io, resource: rollout}}}", "cfg"
     ).rules[0]
-    assert rule.resource_for_label("r") is None
-    assert "rollout is not a resource this adapter knows" in caplog.text
+    assert rule.resource_for_label("r", BUILT_IN) is None
+    rollouts = ResourceInfo(GroupResource("rollouts", "argoproj.io"), "rollout", "Rollout", "v1alpha1", True)
+    installed = RestMapping([*BUILT_IN, rollouts])
+    assert rule.resource_for_label("r", installed) == rollouts
+    assert rule.label_for(rollouts, installed) == "r"
 
 
 def test_default_rules_declare_the_gpu_metrics() -> None:
     rules = load_rules(None)
     declared = {}
     for rule in rules.rules:
-        d = rule.declared()
+        d = rule.declared(BUILT_IN)
         assert d is not None, rule.where
-        series, name, infos = d
-        for info in infos:
+        series, name, pairs = d
+        for _, info in pairs:
             declared.setdefault((name, str(info.group_resource)), []).append(series)
     names = {"gpu_utilization", "gpu_memory_used", "gpu_engine_active", "gpu_sm_active", "gpu_tensor_active",
              "gpu_dram_active"}  # fmt: skip
@@ -166,16 +170,16 @@ def test_default_rules_declare_the_gpu_metrics() -> None:
     for name in names:
         for resource in ("pods", "namespaces", "nodes"):
             assert (name, resource) in declared
-    assert {r.declared()[1] for r in rules.external_rules if r.declared()} == names  # type: ignore[index]
+    assert {r.declared(BUILT_IN)[1] for r in rules.external_rules if r.declared(BUILT_IN)} == names  # type: ignore[index]
 
 
 def test_default_pod_rules_accept_both_label_spellings() -> None:
     rules = load_rules(None).rules
     plain, exported = rules[0], rules[1]
-    assert plain.resource_for_label("pod") == resources.PODS
-    assert exported.resource_for_label("exported_pod") == resources.PODS
+    assert plain.resource_for_label("pod", BUILT_IN) == resources.PODS
+    assert exported.resource_for_label("exported_pod", BUILT_IN) == resources.PODS
     assert exported.namespace_label == "exported_namespace"
-    assert rules[2].resource_for_label("Hostname") == resources.NODES
+    assert rules[2].resource_for_label("Hostname", BUILT_IN) == resources.NODES
 
 
 def test_load_rules_from_a_file(tmp_path: Path) -> None:

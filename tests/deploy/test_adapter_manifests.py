@@ -11,7 +11,7 @@ import pytest
 from adapter.config.rules import default_rules_text, parse_rules
 from adapter.config.settings import Settings, parse_settings
 from adapter.errors import ConfigError
-from adapter.naming.resources import KNOWN
+from adapter.naming.resources import BUILT_IN_RESOURCES
 from tests.deploy import rbac
 from tests.deploy.manifests import (
     BASE,
@@ -146,7 +146,7 @@ def test_rbac_covers_what_the_adapter_reads_and_delegates() -> None:
     rendered = render(BASE)
     account = deployment()["spec"]["template"]["spec"]["serviceAccountName"]
     assert rendered.one("ServiceAccount", account)["metadata"]["namespace"] == NAMESPACE
-    for info in KNOWN:  # every resource a rule can describe
+    for info in BUILT_IN_RESOURCES:  # the resources of every cluster's built-in groups
         gr = info.group_resource
         for verb in ("get", "list", "watch"):
             assert rbac.allowed(rendered, account, NAMESPACE, verb, gr.group, gr.resource, None), f"{verb} {gr}"

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from adapter.config.rules import default_rules_text, parse_rules
-from adapter.naming.resources import PODS
+from adapter.naming.resources import BUILT_IN, PODS
 from tests.deploy.manifests import (
     BASE,
     EXAMPLES,
@@ -134,5 +134,7 @@ def test_the_example_hpa_scales_its_deployment_on_a_metric_the_adapter_serves(di
             "pods": {"metric": {"name": "gpu_utilization"}, "target": {"type": "AverageValue", "averageValue": "70"}},
         }
     ]
-    served_for_pods = {r.name_as for r in parse_rules(default_rules_text(), "built-in").rules if r.label_for(PODS)}
+    served_for_pods = {
+        r.name_as for r in parse_rules(default_rules_text(), "built-in").rules if r.label_for(PODS, BUILT_IN)
+    }
     assert "gpu_utilization" in served_for_pods
