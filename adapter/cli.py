@@ -26,6 +26,7 @@ from adapter.errors import AdapterError, ConfigError
 from adapter.security import tls
 from adapter.security.auth import DISABLED_WARNING
 from adapter.serving import connections, server_log
+from common import event_loop
 
 log = logging.getLogger("adapter")
 
@@ -120,8 +121,8 @@ def main(argv: Sequence[str] | None = None, limits: connections.Limits | None = 
         log.info("%s is accepted and has no effect: %s", name, FLAGS.flags[name[2:]].ignored)
     try:
         if command == "explain":
-            return asyncio.run(_explain(settings, target, as_json))
-        asyncio.run(_serve(settings, limits or connections.Limits()))
+            return event_loop.run(_explain(settings, target, as_json))
+        event_loop.run(_serve(settings, limits or connections.Limits()))
     except ConfigError as e:
         log.error("%s", e)
         return 2

@@ -12,8 +12,9 @@ throughout and so stops the event loop even from a worker thread (a 48 MB answer
 from __future__ import annotations
 
 import itertools
+import json
 import operator
-from collections.abc import Callable, Container, Iterator, Mapping, Sequence
+from collections.abc import Callable, Container, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Generic, NamedTuple, NoReturn, TypeVar, overload
 
@@ -31,6 +32,9 @@ STRING_BYTES = 50
 RESULT_BYTES = 1024  # a result however small, with its entry in a cache: an empty one is not free
 _LAST_TIMESTAMP = 253402300799  # 9999-12-31T23:59:59Z: the last second a Kubernetes timestamp can show
 _MISSING = object()
+# Answers up to this size are decoded in one call when they are well-formed vectors (below); at most a few ms.
+WHOLE_DECODE_BYTES = 256 * 1024
+_DICT, _LIST, _STR, _PAIR, _NUMBER = {dict}, {list}, {str}, {2}, {int, float}
 
 
 class Sample(NamedTuple):
@@ -106,12 +110,55 @@ class Reply(Generic[T]):
 
 def query_reply(body: bytes | bytearray) -> Reply[QueryResult]:
     """The answer to ``/api/v1/query``."""
-    reply = _reply(body, _query_data)
+    reply = _whole_vector(body) if len(body) <= WHOLE_DECODE_BYTES else None
+    if reply is None:
+        reply = _reply(body, _query_data)
     result = None
     if reply.data is not None:
         result_type, samples, weight = reply.data
         result = QueryResult(result_type, samples, reply.warnings, RESULT_BYTES + weight)
     return Reply(reply.status, result, reply.error_type, reply.error, reply.warnings)
+
+
+def _whole_vector(body: bytes | bytearray) -> Reply[tuple[str, Samples, int]] | None:
+    """A successful vector answer decoded in one C call and checked with C iterators, without a Python step per
+    series: at 1,000 series 0.9 ms where reading it series by series takes 4.9. None for anything else (an error,
+    another result type, any deviation from the documented shape), which the series-by-series reader then reads
+    and, where the shape is wrong, says where."""
+    try:
+        answer = json.loads(body, parse_constant=_no_constant)
+        data = answer["data"]
+        if answer["status"] != "success" or data["resultType"] != "vector":
+            return None
+        result, warnings = data["result"], answer.get("warnings", [])
+        if type(result) is not list or type(warnings) is not list:
+            return None
+        metrics = tuple(map(operator.itemgetter("metric"), result))
+        pairs = tuple(map(operator.itemgetter("value"), result))
+        if not (_types(metrics) <= _DICT and _types(pairs) <= _LIST and set(map(len, pairs)) <= _PAIR):
+            return None
+        timestamps, values = tuple(map(operator.itemgetter(0), pairs)), tuple(map(operator.itemgetter(1), pairs))
+        label_values = itertools.chain.from_iterable(map(dict.values, metrics))
+        if not (_types(values) <= _STR and _types(label_values) <= _STR and _types(warnings) <= _STR):
+            return None
+        if not _types(timestamps) <= _NUMBER or not 0 <= min(timestamps, default=0) <= max(timestamps, default=0):
+            return None
+        if max(timestamps, default=0) > _LAST_TIMESTAMP:
+            return None
+    except (ValueError, KeyError, TypeError, IndexError, AttributeError, RecursionError):
+        return None
+    labels = sum(map(len, metrics))
+    weight = SAMPLE_BYTES * len(values) + (LABEL_BYTES + STRING_BYTES) * labels + STRING_BYTES * len(values)
+    samples = Samples(metrics, tuple(map(float, timestamps)), values)
+    return Reply("success", ("vector", samples, weight), warnings=tuple(warnings))
+
+
+def _types(values: Iterable[object]) -> set[type]:
+    return set(map(type, values))
+
+
+def _no_constant(name: str) -> NoReturn:
+    raise ValueError(f"{name} is not JSON")
 
 
 def names_reply(body: bytes | bytearray) -> Reply[list[str]]:

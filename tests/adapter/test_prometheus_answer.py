@@ -15,7 +15,17 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from adapter.backends.json_reader import JsonReader
-from adapter.backends.prometheus_answer import Sample, Samples, names_reply, query_reply, series_reply
+from adapter.backends.prometheus_answer import (
+    WHOLE_DECODE_BYTES,
+    Sample,
+    Samples,
+    _query_data,
+    _reply,
+    _whole_vector,
+    names_reply,
+    query_reply,
+    series_reply,
+)
 from adapter.errors import MalformedAnswer
 
 SECRET = "s3cr3t-label-value"
@@ -156,10 +166,12 @@ def test_a_series_list_is_read_as_names_and_the_label_names_of_their_series() ->
         series_reply(b'{"status":"success","data":{"__name__":"a"}}')
 
 
-def test_repeated_strings_are_kept_once() -> None:
-    reply = query_reply(answer([series({"namespace": "ml", "pod": f"p{i}"}) for i in range(3)]))
+def test_repeated_strings_of_a_large_answer_are_kept_once() -> None:
+    body = answer([series({"namespace": "ml", "pod": f"p{i}"}) for i in range(5000)])
+    assert len(body) > WHOLE_DECODE_BYTES  # read series by series, where memory matters
+    reply = query_reply(body)
     assert reply.data is not None
-    first, second, _ = reply.data.samples.labels
+    first, second, *_ = reply.data.samples.labels
     assert first["namespace"] is second["namespace"]
     assert next(iter(first)) is next(iter(second))
 
@@ -193,3 +205,37 @@ def test_the_reader_refuses_what_json_loads_refuses() -> None:
         with pytest.raises(MalformedAnswer, match="not valid JSON"):
             JsonReader(text).value(depth=3)
     assert sys.getrecursionlimit() < 200_000  # the deep-nesting case above relies on the decoder's recursion guard
+
+
+@pytest.mark.parametrize("count", [0, 1, 3, 5000])
+def test_a_small_answer_decoded_whole_equals_the_series_by_series_reading(count: int) -> None:
+    result = [
+        series({"namespace": "ml", "pod": f"p{i}", "gpu": str(i % 8)}, [1.8e9 + i, f"{i}.5"]) for i in range(count)
+    ]
+    result.append(series({}, [1.8e9, "NaN"]))
+    body = answer(result)
+    whole, streamed = _whole_vector(body), _reply(body, _query_data)
+    assert whole is not None
+    assert whole.data is not None
+    assert streamed.data is not None
+    assert list(whole.data[1]) == list(streamed.data[1])
+    assert whole.data[0] == streamed.data[0] == "vector"
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b'{"status":"success","data":{"resultType":"vector","result":[{"metric":{"a":1},"value":[1,"2"]}]}}',
+        b'{"status":"success","data":{"resultType":"vector","result":[{"metric":{},"value":[true,"2"]}]}}',
+        b'{"status":"success","data":{"resultType":"vector","result":[{"metric":{},"value":[1,2]}]}}',
+        b'{"status":"success","data":{"resultType":"vector","result":[{"metric":{},"value":[1,"2",3]}]}}',
+        b'{"status":"success","data":{"resultType":"vector","result":[{"metric":{},"value":[-1,"2"]}]}}',
+        b'{"status":"success","data":{"resultType":"vector","result":[{"metric":{},"value":[NaN,"2"]}]}}',
+        b'{"status":"success","data":{"resultType":"vector","result":[["metric"]]}}',
+        b'{"status":"success","data":{"resultType":"vector","result":{}}}',
+        b'{"status":"success","data":{"resultType":"matrix","result":[]}}',
+        b'{"status":"error","errorType":"bad_data","error":"x"}',
+    ],
+)
+def test_anything_off_the_documented_shape_goes_to_the_reader_that_says_where(body: bytes) -> None:
+    assert _whole_vector(body) is None
