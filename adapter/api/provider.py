@@ -20,7 +20,7 @@ from adapter.api.discovery import Catalog, CustomMetric, MetricSource
 from adapter.api.objects import ExternalValue, MetricValue, MetricValues, ObjectRef, ResourceEntry
 from adapter.api.paths import CUSTOM_GROUP, EXTERNAL_GROUP, RESOURCE_GROUP, CustomRequest, ExternalRequest
 from adapter.backends.kube_cache import Listing, ObjectLister
-from adapter.backends.prometheus import PrometheusAPI, QueryResult, Sample
+from adapter.backends.prometheus import PrometheusAPI, QueryResult
 from adapter.errors import AdapterError, NotConfigured, NotFound
 from adapter.naming.resources import GroupResource, ResourceInfo
 from adapter.query.promql import window_seconds
@@ -176,10 +176,8 @@ class Provider:
 
         def claim(index: int, source: MetricSource, result: QueryResult) -> bool:
             label = source.label
-            for sample in result.samples.having(label, wanted):  # not a Python step for every sample sent
-                name = sample.labels.get(label)
-                if name and (wanted is None or name in wanted) and name not in owner:
-                    owner[name] = index
+            for name, _, _ in result.samples.having(label, wanted):  # not a Python step for every sample sent
+                owner.setdefault(name, index)
             return wanted is not None and len(owner) >= len(wanted)
 
         used = await self._fetch(metric.sources, query, claim, trace)
@@ -210,16 +208,15 @@ class Provider:
         for index, record in enumerate(used):
             rule, label = record.source.rule, record.source.label
             window = window_seconds(rule.metrics_query.text) or DEFAULT_WINDOW_SECONDS
-            for sample in record.result.samples.having(label, owner) if record.result else ():
-                name = sample.labels.get(label)
-                if name is None or owner.get(name) != index:
+            for name, timestamp, raw in record.result.samples.having(label, owner) if record.result else ():
+                if owner[name] != index:
                     continue
                 # the owner answered: later samples for the name (a metricsQuery without aggregation) are ignored
                 owner[name] = -1
-                value = self._value(sample, metric, name, record)
+                value = self._value(raw, metric, name, record)
                 if value is not None:
                     ref = ObjectRef(kind, namespace, name, api_version)
-                    found[name] = MetricValue(ref, metric, selector, sample.timestamp, window, value)
+                    found[name] = MetricValue(ref, metric, selector, timestamp, window, value)
         return MetricValues(found[n] for n in sorted(found))
 
     async def external(self, req: ExternalRequest, trace: Trace | None = None) -> list[ExternalValue]:
@@ -240,7 +237,7 @@ class Provider:
             for sample in record.result.samples if record.result else ():
                 labels = {k: v for k, v in sample.labels.items() if k != "__name__"}
                 shown = ",".join(f"{k}={v}" for k, v in sorted(labels.items()))
-                value = self._value(sample, req.metric, shown, record)
+                value = self._value(sample.value, req.metric, shown, record)
                 if value is not None:
                     out.append(ExternalValue(req.metric, labels, sample.timestamp, value))
         return sorted(out, key=lambda v: sorted(v.labels.items()))
@@ -275,21 +272,21 @@ class Provider:
             raise failures[0]
         return used
 
-    def _value(self, sample: Sample, metric: str, name: str, record: QueryRecord) -> str | None:
-        """The sample's quantity, kept in the record; None when it has none (NaN, ±Inf), counted and logged."""
+    def _value(self, raw: str, metric: str, name: str, record: QueryRecord) -> str | None:
+        """A sample value's quantity, kept in the record; None when it has none (NaN, ±Inf), counted and logged."""
         try:
-            value = sample_quantity(sample.value)
+            value = sample_quantity(raw)
         except ValueError:
-            self._drop(sample, metric, name, record)
+            self._drop(raw, metric, name, record)
             return None
         record.kept.append(name)
         return value
 
-    def _drop(self, sample: Sample, metric: str, name: str, record: QueryRecord) -> None:
-        lowered = sample.value.lower()
+    def _drop(self, raw: str, metric: str, name: str, record: QueryRecord) -> None:
+        lowered = raw.lower()
         reason = "nan" if lowered == "nan" else "inf" if "inf" in lowered else "invalid"
         self.metrics.dropped_samples.labels(reason).inc()
-        record.dropped.append((name, sample.value))
+        record.dropped.append((name, raw))
         if (metric, name) not in self._dropped_logged:
             self._dropped_logged[(metric, name)] = True
-            log.warning("dropped %s = %s for %s: not a finite number", metric, sample.value, name)
+            log.warning("dropped %s = %s for %s: not a finite number", metric, raw, name)

@@ -78,15 +78,16 @@ class Samples(Sequence[Sample]):
     def __iter__(self) -> Iterator[Sample]:
         return map(Sample, self.labels, self.timestamps, self.values)
 
-    def having(self, label: str, names: Container[str] | None) -> Iterator[Sample]:
-        """The samples whose ``label`` is one of ``names`` (None: any non-empty value), in order.
+    def having(self, label: str, names: Container[str] | None) -> Iterator[tuple[str, float, str]]:
+        """(``label``'s value, timestamp, value) of the samples whose ``label`` is one of ``names`` (None: any
+        non-empty value), in order.
 
         The search runs in C iterators, without a Python step per sample: 16 ms for 140,000 samples, where iterating
         them takes 40 (the provider wants a few pods out of an answer that may hold every pod in the cluster).
         """
-        found = map(operator.methodcaller("get", label), self.labels)
+        found = list(map(operator.methodcaller("get", label), self.labels))
         wanted = map(bool, found) if names is None else map(names.__contains__, found)
-        return map(self.__getitem__, itertools.compress(range(len(self.values)), wanted))
+        return itertools.compress(zip(found, self.timestamps, self.values, strict=True), wanted)
 
 
 @dataclass(frozen=True, slots=True, weakref_slot=True)
