@@ -176,7 +176,7 @@ class Provider:
 
         def claim(index: int, source: MetricSource, result: QueryResult) -> bool:
             label = source.label
-            for name, _, _ in result.samples.having(label, wanted):  # not a Python step for every sample sent
+            for name, _, _ in result.samples.named(label, wanted):  # not a Python step for every sample sent
                 owner.setdefault(name, index)
             return wanted is not None and len(owner) >= len(wanted)
 
@@ -208,7 +208,7 @@ class Provider:
         for index, record in enumerate(used):
             rule, label = record.source.rule, record.source.label
             window = window_seconds(rule.metrics_query.text) or DEFAULT_WINDOW_SECONDS
-            for name, timestamp, raw in record.result.samples.having(label, owner) if record.result else ():
+            for name, timestamp, raw in record.result.samples.named(label, owner) if record.result else ():
                 if owner[name] != index:
                     continue
                 # the owner answered: later samples for the name (a metricsQuery without aggregation) are ignored

@@ -18,11 +18,11 @@ from adapter.errors import MalformedAnswer
 _SPACE = re.compile(r"[ \t\n\r]*")
 
 
-def _refuse_constant(name: str) -> NoReturn:
+def refuse_constant(name: str) -> NoReturn:
     raise ValueError(f"{name} is not JSON")  # json accepts NaN and Infinity unless told not to
 
 
-_DECODER = json.JSONDecoder(parse_constant=_refuse_constant)
+_DECODER = json.JSONDecoder(parse_constant=refuse_constant)
 
 
 def _space_end(text: str, at: int) -> int:

@@ -18,7 +18,7 @@ from collections.abc import Callable, Container, Iterable, Iterator, Mapping, Se
 from dataclasses import dataclass
 from typing import Generic, NamedTuple, NoReturn, TypeVar, overload
 
-from adapter.backends.json_reader import JsonReader
+from adapter.backends.json_reader import JsonReader, refuse_constant
 from adapter.errors import MalformedAnswer
 
 T = TypeVar("T")
@@ -78,16 +78,26 @@ class Samples(Sequence[Sample]):
     def __iter__(self) -> Iterator[Sample]:
         return map(Sample, self.labels, self.timestamps, self.values)
 
-    def having(self, label: str, names: Container[str] | None) -> Iterator[tuple[str, float, str]]:
-        """(``label``'s value, timestamp, value) of the samples whose ``label`` is one of ``names`` (None: any
-        non-empty value), in order.
+    def having(self, label: str, names: Container[str] | None) -> Iterator[Sample]:
+        """The samples whose ``label`` is one of ``names`` (None: any non-empty value), in order.
 
         The search runs in C iterators, without a Python step per sample: 16 ms for 140,000 samples, where iterating
         them takes 40 (the provider wants a few pods out of an answer that may hold every pod in the cluster).
         """
+        return map(self.__getitem__, itertools.compress(range(len(self.values)), self._wanted(label, names)))
+
+    def named(self, label: str, names: Container[str] | None) -> Iterator[tuple[str, float, str]]:
+        """(``label``'s value, timestamp, value) of the samples ``having`` finds, without building a ``Sample`` for
+        each: the custom metrics path needs only these three (1,000 samples: about 1 ms less per request)."""
         found = list(map(operator.methodcaller("get", label), self.labels))
-        wanted = map(bool, found) if names is None else map(names.__contains__, found)
-        return itertools.compress(zip(found, self.timestamps, self.values, strict=True), wanted)
+        return itertools.compress(zip(found, self.timestamps, self.values, strict=True), self._select(found, names))
+
+    def _wanted(self, label: str, names: Container[str] | None) -> Iterator[bool]:
+        return self._select(map(operator.methodcaller("get", label), self.labels), names)
+
+    @staticmethod
+    def _select(found: Iterable[str | None], names: Container[str] | None) -> Iterator[bool]:
+        return map(bool, found) if names is None else map(names.__contains__, found)
 
 
 @dataclass(frozen=True, slots=True, weakref_slot=True)
@@ -127,7 +137,7 @@ def _whole_vector(body: bytes | bytearray) -> Reply[tuple[str, Samples, int]] | 
     another result type, any deviation from the documented shape), which the series-by-series reader then reads
     and, where the shape is wrong, says where."""
     try:
-        answer = json.loads(body, parse_constant=_no_constant)
+        answer = json.loads(body, parse_constant=refuse_constant)
         data = answer["data"]
         if answer["status"] != "success" or data["resultType"] != "vector":
             return None
@@ -156,10 +166,6 @@ def _whole_vector(body: bytes | bytearray) -> Reply[tuple[str, Samples, int]] | 
 
 def _types(values: Iterable[object]) -> set[type]:
     return set(map(type, values))
-
-
-def _no_constant(name: str) -> NoReturn:
-    raise ValueError(f"{name} is not JSON")
 
 
 def names_reply(body: bytes | bytearray) -> Reply[list[str]]:

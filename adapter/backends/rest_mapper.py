@@ -1,8 +1,9 @@
 """The REST mapping in force, kept current from API discovery: what client-go's deferred discovery RESTMapper does
-for prometheus-adapter.
+for prometheus-adapter, which reads it once at start (its ``--discovery-interval`` is 0 by default and nothing runs
+the refresh), where this adapter keeps it current for CRDs installed later.
 
-The mapping is read at start, again every ``--discovery-interval`` (10 minutes, as prometheus-adapter; after a failed
-read within ``RETRY_SECONDS``), and when a request names a resource the mapping does not know (a CRD installed
+The mapping is read at start, again every ``--discovery-interval`` (10 minutes by default; after a failed read within
+``RETRY_SECONDS``), and when a request names a resource the mapping does not know (a CRD installed
 since): that refresh is made at most once per ``ON_DEMAND_GAP_SECONDS`` (a refresh in flight is joined instead), so a
 misspelt resource asked every HPA sync period does not turn into a discovery storm. A refresh that fails keeps the
 mapping in force; a group version that cannot be read keeps its resources from the last mapping that had them. Until

@@ -178,9 +178,12 @@ def test_repeated_strings_of_a_large_answer_are_kept_once() -> None:
 
 def test_samples_having_a_label_among_names() -> None:
     samples = Samples(({"pod": "a"}, {"pod": "b"}, {}, {"pod": ""}, {"pod": "a"}), (1, 2, 3, 4, 5), tuple("abcde"))
-    assert list(samples.having("pod", {"a"})) == [("a", 1, "a"), ("a", 5, "e")]
-    assert [value for _, _, value in samples.having("pod", None)] == ["a", "b", "e"]
-    assert list(samples.having("node", None)) == []
+    assert [s.value for s in samples.having("pod", {"a"})] == ["a", "e"]
+    assert [s.value for s in samples.having("pod", None)] == ["a", "b", "e"]
+    assert [s.value for s in samples.having("node", None)] == []
+    assert list(samples.named("pod", {"a"})) == [("a", 1, "a"), ("a", 5, "e")]
+    assert [value for _, _, value in samples.named("pod", None)] == ["a", "b", "e"]
+    assert list(samples.named("node", None)) == []
     assert [s.value for s in samples[1:3]] == ["b", "c"]
     assert samples[-1] == Sample({"pod": "a"}, 5, "e")
 
