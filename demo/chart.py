@@ -58,13 +58,16 @@ def png(syncs: Sequence[Sync], spec: HpaSpec, title: str, work: Callable[[float]
     average_axes.legend(loc="upper right", fontsize="small", ncols=3)
 
     replicas_axes.step(t, [s.decision.replicas for s in syncs], where="post", color="tab:purple", label="replicas")
+    top = float(spec.max_replicas)
     if work is not None:  # drawn at its own times (every 0.1 s), not the syncs'
         every = [0.1 * i for i in range(int(t[-1] / 0.1) + 1)] if t else []
-        replicas_axes.step(every, [work(at) for at in every], where="post", color="tab:orange", linestyle="--",
+        worth = [work(at) for at in every]
+        top = max([top, *worth])  # more work than replicas can take (one GPU) stays on the chart
+        replicas_axes.step(every, worth, where="post", color="tab:orange", linestyle="--",
                            label="work (GPUs' worth)")  # fmt: skip
         replicas_axes.legend(loc="upper right", fontsize="small", ncols=2)
     replicas_axes.set_ylabel("replicas")
-    replicas_axes.set_ylim(0, spec.max_replicas + 0.5)
+    replicas_axes.set_ylim(0, top + 0.5)
     replicas_axes.set_xlabel("seconds")
     for s in syncs:
         if s.decision.scales:

@@ -92,6 +92,8 @@ BUILT_IN = (
         "CustomResourceDefinition", False, ("crd", "crds"), ("status",),
     ),
     Served("coordination.k8s.io", ("v1",), "leases", "lease", "Lease", True),
+    # Dynamic Resource Allocation (GA in 1.34): the collector maps DRA devices to GPUs through a node's slices
+    Served("resource.k8s.io", ("v1", "v1beta2", "v1beta1"), "resourceslices", "resourceslice", "ResourceSlice", False),
 )  # fmt: skip
 
 
