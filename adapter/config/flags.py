@@ -10,7 +10,7 @@ import urllib.parse
 from collections.abc import Callable
 from typing import Any
 
-from adapter.security.cipher_suites import openssl_names
+from common.cipher_suites import openssl_names
 from common.flags import (
     FlagTable,
     boolean,

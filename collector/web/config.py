@@ -16,26 +16,16 @@ from typing import Any
 
 import yaml
 
+from common import cipher_suites
 from common.flags import parse_duration
 
 from ..errors import ConfigError
 
-# Go's tls.CipherSuites() (the ones exporter-toolkit accepts) and OpenSSL's names for them; None: a TLS 1.3 suite,
-# which neither Go nor Python's ssl lets a server choose. In Go's preference order, its default for TLS 1.0-1.2.
+# exporter-toolkit accepts Go's secure suites; None: a TLS 1.3 suite, which neither Go nor Python's ssl lets a server
+# choose. In Go's preference order, its default for TLS 1.0-1.2.
 CIPHERS: Mapping[str, str | None] = {
-    "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256": "ECDHE-ECDSA-AES128-GCM-SHA256",
-    "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256": "ECDHE-RSA-AES128-GCM-SHA256",
-    "TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384": "ECDHE-ECDSA-AES256-GCM-SHA384",
-    "TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384": "ECDHE-RSA-AES256-GCM-SHA384",
-    "TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256": "ECDHE-ECDSA-CHACHA20-POLY1305",
-    "TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256": "ECDHE-RSA-CHACHA20-POLY1305",
-    "TLS_ECDHE_ECDSA_WITH_AES_128_CBC_SHA": "ECDHE-ECDSA-AES128-SHA",
-    "TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA": "ECDHE-RSA-AES128-SHA",
-    "TLS_ECDHE_ECDSA_WITH_AES_256_CBC_SHA": "ECDHE-ECDSA-AES256-SHA",
-    "TLS_ECDHE_RSA_WITH_AES_256_CBC_SHA": "ECDHE-RSA-AES256-SHA",
-    "TLS_AES_128_GCM_SHA256": None,
-    "TLS_AES_256_GCM_SHA384": None,
-    "TLS_CHACHA20_POLY1305_SHA256": None,
+    **{name: cipher_suites.TLS12[name] for name in cipher_suites.SECURE},
+    **dict.fromkeys(cipher_suites.TLS13),
 }
 CURVES: Mapping[str, str] = {"CurveP256": "prime256v1", "CurveP384": "secp384r1", "CurveP521": "secp521r1",
                              "X25519": "X25519"}  # fmt: skip

@@ -11,7 +11,7 @@ import pytest
 
 from adapter.config.flags import cipher_suites
 from adapter.security import tls
-from adapter.security.cipher_suites import openssl_names
+from common.cipher_suites import openssl_names
 from tests.adapter.test_image_entrypoint import KUBE_PROMETHEUS_CIPHERS
 
 LISTED = "ECDHE-ECDSA-AES128-GCM-SHA256"  # TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256, in kube-prometheus's list
