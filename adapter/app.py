@@ -8,12 +8,14 @@ Status objects like any other error; middlewares passed to ``create_app`` run in
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Sequence
 
 from aiohttp import web
 from aiohttp.typedefs import Middleware
 
 from adapter.api import handlers
+from adapter.api.health import STOPPING
 from adapter.backends.auth_api import AuthAPI
 from adapter.backends.kube_api import KubeMetadataAPI
 from adapter.components import COMPONENTS, components
@@ -80,6 +82,7 @@ def create_app(
     app[SETTINGS] = settings
     app[METRICS] = metrics or AdapterMetrics()
     app[TIMING] = timing
+    app[STOPPING] = asyncio.Event()
     if kube_api is not None:
         app[KUBE_API] = kube_api
     if auth_api is not None:

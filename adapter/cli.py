@@ -9,6 +9,7 @@ A first argument /adapter (prometheus-adapter's binary, which its Helm chart pas
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import json
 import logging
@@ -18,6 +19,7 @@ import urllib.parse
 from collections.abc import Sequence
 
 from adapter.api.explain import explain, render_text
+from adapter.api.health import STOPPING
 from adapter.app import create_app
 from adapter.components import COMPONENTS, components
 from adapter.config.flags import FLAGS
@@ -73,9 +75,23 @@ async def _serve(settings: Settings, limits: connections.Limits) -> None:
 
         loop.add_signal_handler(signal.SIGHUP, reload)
         await stop.wait()
-        log.info("shutting down")
+        app[STOPPING].set()
+        if settings.shutdown_delay:
+            await _linger(stop, settings.shutdown_delay)
+        log.info("shutting down: no new connections; finishing the requests in flight")
     finally:
         await runner.cleanup()
+        log.info("stopped")
+
+
+async def _linger(stop: asyncio.Event, delay: float) -> None:
+    """Serve on, /readyz failing, while the Service's endpoints drop this replica: the aggregator goes on sending it
+    requests until its endpoint informer hears of that, and a port closed before then refuses them. A second
+    signal ends the wait."""
+    log.info("shutting down in %gs, serving until then with /readyz failing (--shutdown-delay-duration)", delay)
+    stop.clear()
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(stop.wait(), delay)
 
 
 async def _explain(settings: Settings, target: str, as_json: bool) -> int:

@@ -4,21 +4,27 @@ checks what the answers depend on.
 ``/readyz`` has one line per check: ``discovery`` (API discovery has been read and a relist has run; a failed or
 stale relist, an empty catalog, stale API discovery or a stale rules-file check are reported but do not fail it, see
 ``freshness.ADVISORY_CHECKS``), ``object-cache`` (pods, namespaces and nodes listed and
-not stale), ``authentication`` (the configuration loaded; the ConfigMap and the CA-file checks not stale), and one
-per other background source, such as ``serving-certificate`` (``freshness.py`` says when a source is stale). The
-endpoints are open to everyone, since probes carry no credentials, so a failed check says why only to a caller that
-authenticates (or to everyone with ``--insecure-disable-auth``); anyone else reads ``reason withheld``, as
-kube-apiserver answers: a backend's error text can quote a request or name an internal address.
+not stale), ``authentication`` (the configuration loaded; the ConfigMap and the CA-file checks not stale),
+``shutdown`` (from the first SIGTERM on, while the adapter still serves for ``--shutdown-delay-duration``, a check
+that fails, as in Kubernetes' API servers), and one per other background source, such as ``serving-certificate``
+(``freshness.py`` says when a source is stale). The endpoints are open to everyone, since probes carry no
+credentials, so a failed check says why only to a caller that authenticates (or to everyone with
+``--insecure-disable-auth``); anyone else reads ``reason withheld``, as kube-apiserver answers: a backend's error
+text can quote a request or name an internal address.
 """
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 
 from aiohttp import web
 
 from adapter.components import COMPONENTS, Components
 from adapter.security.auth import DISABLED_WARNING, SECURITY, Security, caller
+
+# set on the first SIGTERM: the replica is leaving, so the Service should stop sending it requests
+STOPPING = web.AppKey("stopping", asyncio.Event)
 
 
 @dataclass(frozen=True)
@@ -64,9 +70,10 @@ def _authentication(c: Components, security: Security | None) -> Check:
     return Check("authentication", ready, "" if ready else detail)
 
 
-def checks(c: Components, security: Security | None) -> list[Check]:
+def checks(c: Components, security: Security | None, stopping: bool = False) -> list[Check]:
     """The checks of startup, each failed too by its stale sources; a source of no such check adds its own."""
     found = [_discovery(c), _object_cache(c), _authentication(c, security)]
+    found += [Check("shutdown", False, "the adapter is shutting down")] if stopping else []
     problems: dict[str, list[str]] = {}
     notes: dict[str, list[str]] = {}  # stale sources of advisory checks (freshness.ADVISORY_CHECKS)
     for source in c.metrics.sources:
@@ -93,7 +100,7 @@ async def livez(request: web.Request) -> web.Response:
 async def readyz(request: web.Request) -> web.Response:
     """``ok``, or one line per check: always with ``?verbose``, and when one fails (then 503)."""
     c: Components = request.app[COMPONENTS]
-    found = checks(c, request.app.get(SECURITY))
+    found = checks(c, request.app.get(SECURITY), request.app[STOPPING].is_set())
     ready = all(check.ok for check in found)
     if ready and "verbose" not in request.query:
         return web.Response(text="ok")

@@ -183,6 +183,9 @@ def _table() -> FlagTable:
         flag("--secure-port", field="secure_port", parse=integer(0, 65535), default="6443",
              help="port to serve on, 0 to 65535; 0 picks a free one"),
         flag("--bind-address", field="bind_address", default="0.0.0.0", help="address to listen on"),
+        flag("--shutdown-delay-duration", field="shutdown_delay", parse=duration(0, 600, "0s to 10m"), default="0s",
+             help="after SIGTERM, how long to keep serving, /readyz failing, before the port closes and the requests "
+             "in flight are finished: time for the Service's endpoints to drop this replica, 0s to 10m"),
         flag("--cert-dir", field="cert_dir", parse=optional_path,
              help="directory for apiserver.crt/apiserver.key; a self-signed pair is made there if absent"),
         flag("--tls-cert-file", field="tls_cert_file", parse=optional_path,

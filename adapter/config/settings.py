@@ -37,6 +37,7 @@ class Settings:
     discovery_interval: float = default("discovery-interval")
     secure_port: int = default("secure-port")
     bind_address: str = default("bind-address")
+    shutdown_delay: float = default("shutdown-delay-duration")
     cert_dir: Path | None = default("cert-dir")
     tls_cert_file: Path | None = default("tls-cert-file")
     tls_key_file: Path | None = default("tls-private-key-file")
