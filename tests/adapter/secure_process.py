@@ -33,6 +33,7 @@ class AdapterProcess:
     port: int
     cert: Path
     log: Path
+    process: asyncio.subprocess.Process | None = None
 
     @property
     def url(self) -> str:
@@ -98,7 +99,7 @@ async def secure_adapter(
         stderr=log,
         preexec_fn=pin,
     )
-    served = AdapterProcess(proc.pid, "127.0.0.1", port, certs / "apiserver.crt", log_path)
+    served = AdapterProcess(proc.pid, "127.0.0.1", port, certs / "apiserver.crt", log_path, proc)
     try:
         deadline = asyncio.get_running_loop().time() + 60
         while True:

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from adapter.security.tls import self_signed
-from demo.kube_aggregator import ADMIN, APIService
+from demo.kube_aggregator import ADMIN, APIService, Endpoints
 from tests.adapter.conftest import Adapter, settings_for
 from tests.adapter.pki import client_context
 from tests.adapter.secure import Cluster
@@ -173,7 +173,7 @@ async def test_kubectl_reads_them_through_the_aggregation_layer(workloads: Prome
     try:
         async with secure_adapter(kube, workloads.url, tmp_path, f"--config={config}", cluster=cluster) as adapter:
             tls = client_context(adapter.cert, cluster.front_proxy, tmp_path / "aggregator")
-            kube.aggregator.services.append(APIService("custom.metrics.k8s.io", "v1beta2", adapter.url, tls))
+            kube.aggregator.services.append(APIService("custom.metrics.k8s.io", "v1beta2", Endpoints(adapter.url), tls))
             kubeconfig = kube.kubeconfig(tmp_path / "kubectl-config")
 
             async def raw(path: str) -> dict[str, Any]:

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from adapter.security.tls import self_signed
-from demo.kube_aggregator import ADMIN, APIService
+from demo.kube_aggregator import ADMIN, APIService, Endpoints
 from demo.kube_reviews import ReviewUser
 from tests.adapter.cadvisor import (
     ANSWERED_PODS,
@@ -84,7 +84,7 @@ async def top(request: pytest.FixtureRequest, cadvisor: Prometheus, tmp_path: Pa
         async with secure_adapter(kube, cadvisor.url, tmp_path, config, cluster=cluster) as adapter:
             # the APIService: the adapter's certificate as caBundle, the front-proxy client certificate to present
             tls = client_context(adapter.cert, cluster.front_proxy, tmp_path / "aggregator")
-            kube.aggregator.services.append(APIService("metrics.k8s.io", "v1beta1", adapter.url, tls))
+            kube.aggregator.services.append(APIService("metrics.k8s.io", "v1beta1", Endpoints(adapter.url), tls))
             yield Top(kube, tmp_path, request.param)
     finally:
         await kube.stop()
