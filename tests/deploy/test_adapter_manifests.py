@@ -94,17 +94,39 @@ def test_it_serves_https_where_the_probes_and_service_look() -> None:
 
 def test_two_replicas_spread_and_never_both_disrupted() -> None:
     d = deployment()
+    pod = d["spec"]["template"]["spec"]
     labels = d["spec"]["template"]["metadata"]["labels"]
     assert d["spec"]["replicas"] == 2
     assert d["spec"]["strategy"]["rollingUpdate"]["maxUnavailable"] == 0
-    terms = d["spec"]["template"]["spec"]["affinity"]["podAntiAffinity"][
-        "preferredDuringSchedulingIgnoredDuringExecution"
-    ]
+    # spread across nodes and zones, as preferences only: a one-node or zone-less cluster still runs both
+    anti = pod["affinity"]["podAntiAffinity"]
+    assert set(anti) == {"preferredDuringSchedulingIgnoredDuringExecution"}
+    terms = anti["preferredDuringSchedulingIgnoredDuringExecution"]
     assert [t["podAffinityTerm"]["topologyKey"] for t in terms] == ["kubernetes.io/hostname"]
     assert terms[0]["podAffinityTerm"]["labelSelector"]["matchLabels"].items() <= labels.items()
+    spread = pod["topologySpreadConstraints"]
+    assert [(c["topologyKey"], c["whenUnsatisfiable"]) for c in spread] == [
+        ("topology.kubernetes.io/zone", "ScheduleAnyway")
+    ]
+    assert spread[0]["labelSelector"]["matchLabels"].items() <= labels.items()
+    # the budget as the disruption controller reads it: with both replicas ready, one may go, never both
     pdb = render(BASE).one("PodDisruptionBudget", "gpuscale-adapter")
     assert pdb["spec"]["selector"]["matchLabels"].items() <= labels.items()
-    assert 0 < pdb["spec"]["minAvailable"] < d["spec"]["replicas"]
+    assert "minAvailable" not in pdb["spec"]
+    desired_healthy = d["spec"]["replicas"] - pdb["spec"]["maxUnavailable"]
+    assert d["spec"]["replicas"] - desired_healthy == 1
+    assert pdb["spec"]["unhealthyPodEvictionPolicy"] == "AlwaysAllow"
+
+
+def test_a_replica_leaves_the_service_before_its_port_closes() -> None:
+    """Ready only once its caches are synced (``/readyz``: API discovery read, a relist run, pods, namespaces and
+    nodes listed); after SIGTERM it serves on for a delay, then finishes its requests within the grace period."""
+    c, pod = adapter(), deployment()["spec"]["template"]["spec"]
+    settings = settings_of(c)
+    assert c["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    assert settings.shutdown_delay >= 5
+    grace = pod.get("terminationGracePeriodSeconds", 30)
+    assert settings.shutdown_delay + settings.prometheus.timeout < grace
 
 
 def test_it_runs_as_a_user_with_nothing_extra() -> None:
