@@ -85,6 +85,15 @@ def test_the_serving_certificate_patches_give_a_verified_setup(tmp_path: Path) -
         assert key in ("tls.crt", "tls.key")
 
 
+def test_the_replicas_snippet_scales_the_adapter_and_the_budget_still_takes_one(tmp_path: Path) -> None:
+    snippet = block(lambda b: list(b) == ["replicas"])
+    rendered = render_as_user(tmp_path, {**users_kustomization(), **snippet})
+    count = snippet["replicas"][0]["count"]
+    assert count > 2
+    assert rendered.one("Deployment", "gpuscale-adapter")["spec"]["replicas"] == count
+    assert rendered.one("PodDisruptionBudget", "gpuscale-adapter")["spec"]["maxUnavailable"] == 1
+
+
 def test_the_hpa_snippet_is_the_examples() -> None:
     snippet = block(lambda b: list(b) == ["metrics"])
     hpa = yaml.safe_load((MANIFESTS / "examples" / "gpu-hpa" / "hpa.yaml").read_text())
