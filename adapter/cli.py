@@ -101,7 +101,7 @@ async def _explain(settings: Settings, target: str, as_json: bool) -> int:
     async with components(settings) as c:
         await c.rest_mapper.refresh()
         await c.discovery.relist()
-        report = await explain(c.provider, c.prometheus, raw_path, query)
+        report = await explain(c.provider, raw_path, query)
     print(json.dumps(report, indent=2) if as_json else render_text(report))
     answer = report.get("answer")
     return 1 if isinstance(answer, dict) and answer.get("kind") == "Status" else 0

@@ -27,7 +27,9 @@ from adapter.backends.prometheus import (
     QueryResult,
     make_session,
 )
+from adapter.backends.prometheus_backends import Backends, backend_config
 from adapter.backends.rest_mapper import RestMapper
+from adapter.config.backends import DEFAULT
 from adapter.config.rules_file import RulesFile
 from adapter.config.settings import Settings
 from adapter.freshness import DEFAULT_TIMING, Timing
@@ -45,14 +47,15 @@ class Components:
     settings: Settings
     metrics: AdapterMetrics
     rules_file: RulesFile
-    prometheus: PrometheusAPI
+    prometheus: PrometheusAPI  # the default backend's (--prometheus-url)
     discovery: Discovery
     objects: ObjectLister
-    cache: SingleFlightCache[str, QueryResult]
+    cache: SingleFlightCache[tuple[str, str], QueryResult]  # by backend and PromQL
     provider: Provider
     timing: Timing
     resource_metrics: ResourceMetrics
     rest_mapper: RestMapper
+    backends: Backends
 
     def background(self) -> list[Work]:
         work = [Work("discovery", self.discovery.run, self.discovery.source)]
@@ -99,17 +102,22 @@ async def components(
     prometheus: PrometheusAPI | None = None,
     timing: Timing = DEFAULT_TIMING,
 ) -> AsyncIterator[Components]:
-    """Everything the adapter runs on; closes what it opened. ``kube_api``/``prometheus`` replace the real ones;
-    ``timing``: how long background sources may fail before ``/readyz`` does, and their longest back-off."""
+    """Everything the adapter runs on; closes what it opened. ``kube_api``/``prometheus`` replace the real ones
+    (``prometheus``: the default backend, the only one then); ``timing``: how long background sources may fail
+    before ``/readyz`` does, and their longest back-off."""
     metrics = metrics or AdapterMetrics()
-    rules_file = RulesFile(settings.config, metrics)
     session: aiohttp.ClientSession | None = None
     owned_kube = kube_api is None
     if prometheus is None:
         config, credentials = await prometheus_auth.resolve(settings)
-        session = make_session(config)
-        prometheus = PrometheusClient(session, config, metrics, credentials)
+        session = make_session(config)  # the backends share their TLS settings, so one session serves them all
+        configs = [config, *(backend_config(config, spec) for spec in settings.backends)]
+        backends = Backends({c.backend: PrometheusClient(session, c, metrics, credentials) for c in configs})
+        prometheus = backends[DEFAULT]
+    else:
+        backends = Backends.of(prometheus)
     try:
+        rules_file = RulesFile(settings.config, metrics, tuple(backends))
         kube = kube_api if kube_api is not None else await connect_kubernetes(settings)
         try:
             objects = ObjectLister(kube, metrics, timing)
@@ -118,22 +126,22 @@ async def components(
             rest_mapper = RestMapper(api_discovery, metrics, settings.discovery_interval, timing)
             discovery = Discovery(
                 rules_file,
-                prometheus,
+                backends,
                 metrics,
                 settings.relist_interval,
                 settings.max_age,
                 lambda: rest_mapper.mapping,
                 timing=timing,
             )
-            cache: SingleFlightCache[str, QueryResult] = SingleFlightCache(
+            cache: SingleFlightCache[tuple[str, str], QueryResult] = SingleFlightCache(
                 settings.cache_ttl,
                 maxsize=QUERY_CACHE_BYTES,
                 weigh=lambda result: result.weight,
                 on_outcome=lambda outcome: metrics.cache_requests.labels(outcome).inc(),
             )
-            provider = Provider(lambda: discovery.catalog, prometheus, objects, cache, metrics, rest_mapper.resolve)
+            provider = Provider(lambda: discovery.catalog, backends, objects, cache, metrics, rest_mapper.resolve)
             resource_metrics = ResourceMetrics(
-                lambda: discovery.catalog.rules.resource_rules, prometheus, objects, cache, metrics
+                lambda: discovery.catalog.rules.resource_rules, backends, objects, cache, metrics
             )
             yield Components(
                 settings,
@@ -147,6 +155,7 @@ async def components(
                 timing,
                 resource_metrics,
                 rest_mapper,
+                backends,
             )
         finally:
             if kube is not None and owned_kube:

@@ -52,6 +52,13 @@ class AdapterMetrics:
             ["endpoint", "kind"],
             registry=r,
         )
+        self.prometheus_warnings = Counter(
+            f"{p}_prometheus_warnings",
+            "What Prometheus-compatible servers remarked beside their answers, by backend, endpoint and kind "
+            "(warning: the data may be partial; info; truncated: a series listing cut at --prometheus-series-limit).",
+            ["backend", "endpoint", "kind"],
+            registry=r,
+        )
         self.cache_requests = Counter(
             f"{p}_query_cache_requests",
             "Value lookups by outcome: hit (cached), shared (joined an identical query in flight), miss.",

@@ -1,7 +1,8 @@
 """Which metrics exist: a background relist of Prometheus's series, answered from memory.
 
 Each relist asks, per rule, which series the rule's ``seriesQuery`` selects with samples in the last
-``--metrics-max-age`` (``/api/v1/series`` with ``start``), as prometheus-adapter does: a series that stops being
+``--metrics-max-age`` (``/api/v1/series`` with ``start``) in the rule's backend (``relist.py``), as prometheus-adapter
+does: a series that stops being
 written leaves the catalog once its last sample is older than that. The label APIs cannot say this (they filter by
 time only per storage block, hours long), so they only name the candidates: a rule that does not pin one series name
 gets its names from ``/api/v1/label/__name__/values``, and then one series listing per name the rule accepts, so
@@ -10,7 +11,8 @@ label names they carry; the catalog keeps metric names, never series.
 
 Which labels name which resources is decided with the REST mapping (``naming/resources.py``): when the mapping
 changes (a CRD installed, a refresh after a request for an unknown resource), the catalog is built again from the
-last relist's findings, without asking Prometheus. A failed relist keeps the last good findings. Rules that pin their
+last relist's findings, without asking Prometheus. A failed relist keeps the last good findings (of a backend that
+failed, when others answered). Rules that pin their
 series and resources (the built-in GPU rules do) are in the catalog before the first relist and stay there when
 Prometheus has none of their series yet. The relist is a source (``freshness.py``), reported but never failing
 ``/readyz``.
@@ -22,25 +24,22 @@ import asyncio
 import contextlib
 import difflib
 import logging
-import math
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 
+from adapter.api.relist import Listed, list_series
 from adapter.backends.prometheus import PrometheusAPI
 from adapter.backends.prometheus_answer import SeriesShapes
+from adapter.backends.prometheus_backends import Backends
 from adapter.config.rules import Rule, RuleSet
 from adapter.config.rules_file import RulesFile
 from adapter.errors import PrometheusError
 from adapter.freshness import DEFAULT_TIMING, Timing
 from adapter.naming.resources import BUILT_IN, GroupResource, ResourceInfo, RestMapping
 from adapter.self_metrics import AdapterMetrics
-from adapter.single_flight import SingleFlightCache
 
 log = logging.getLogger(__name__)
-
-MAX_NAMES_PER_LIST = 10_000
-PARALLEL_REQUESTS = 4
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,17 +65,6 @@ class ExternalMetric:
     name: str
     sources: tuple[MetricSource, ...]
     discovered: bool
-
-
-@dataclass(frozen=True)
-class Listed:
-    """What one relist found in Prometheus for ``rules``: per rule, in order, each series name with the label names
-    of its series."""
-
-    rules: RuleSet
-    custom: tuple[SeriesShapes, ...]
-    external: tuple[SeriesShapes, ...]
-    at: float
 
 
 @dataclass(frozen=True)
@@ -182,66 +170,12 @@ def build_catalog(
     return Catalog(rules, mapping, custom, external, relisted_at, error)
 
 
-class _Lister:
-    """Prometheus's lists for one relist, each asked once however many rules share it."""
-
-    def __init__(self, prometheus: PrometheusAPI, start: float, end: float) -> None:
-        self.prometheus = prometheus
-        self.start, self.end = start, end
-        self._semaphore = asyncio.Semaphore(PARALLEL_REQUESTS)
-        self._names: SingleFlightCache[str, list[str]] = SingleFlightCache(math.inf)  # for this relist
-        self._series: SingleFlightCache[str, SeriesShapes] = SingleFlightCache(math.inf)
-
-    async def names(self, match: str) -> list[str]:
-        async def call() -> list[str]:
-            async with self._semaphore:
-                return await self.prometheus.label_values("__name__", match, self.start, self.end)
-
-        names, _ = await self._names.get(match, call)
-        if len(names) > MAX_NAMES_PER_LIST:
-            log.warning("%d metric names match %s; serving the first %d", len(names), match, MAX_NAMES_PER_LIST)
-            return sorted(names)[:MAX_NAMES_PER_LIST]
-        return names
-
-    async def series(self, match: str) -> SeriesShapes:
-        async def call() -> SeriesShapes:
-            async with self._semaphore:
-                return await self.prometheus.series(match, self.start, self.end)
-
-        shapes, _ = await self._series.get(match, call)
-        return shapes
-
-    async def rule(self, rule: Rule) -> SeriesShapes:
-        """The series of ``rule`` with samples in the window: directly when it pins one name, else one listing per
-        name the label values give and the rule accepts (the label values may name series long gone)."""
-        query = rule.series_query
-        if query.literal_name() is not None:
-            return await self.series(str(query))
-        names = [n for n in await self.names(str(query)) if rule.accepts(n) and rule.api_name(n)]
-        found = await asyncio.gather(*(self.series(query.with_matchers([("__name__", "=", n)])) for n in names))
-        return {series: sets for shapes in found for series, sets in shapes.items()}
-
-    def cancel(self) -> None:
-        self._names.cancel()
-        self._series.cancel()
-
-
-async def list_series(rules: RuleSet, prometheus: PrometheusAPI, start: float, end: float) -> Listed:
-    """One relist's findings; raises ``PrometheusError`` when Prometheus cannot answer it."""
-    lister = _Lister(prometheus, start, end)
-    try:
-        custom = await asyncio.gather(*(lister.rule(r) for r in rules.rules))
-        external = await asyncio.gather(*(lister.rule(r) for r in rules.external_rules))
-    finally:
-        lister.cancel()
-    return Listed(rules, tuple(custom), tuple(external), end)
-
-
 async def discover(
-    rules: RuleSet, prometheus: PrometheusAPI, start: float, end: float, mapping: RestMapping = BUILT_IN
+    rules: RuleSet, prometheus: PrometheusAPI | Backends, start: float, end: float, mapping: RestMapping = BUILT_IN
 ) -> Catalog:
     """One relist, as a catalog."""
-    return build_catalog(rules, mapping, await list_series(rules, prometheus, start, end))
+    listed = await list_series(rules, prometheus, start, end)
+    return build_catalog(rules, mapping, listed, "; ".join(listed.errors.values()) or None)
 
 
 class Discovery:
@@ -250,7 +184,7 @@ class Discovery:
     def __init__(
         self,
         rules_file: RulesFile,
-        prometheus: PrometheusAPI,
+        prometheus: PrometheusAPI | Backends,
         metrics: AdapterMetrics,
         interval: float,
         max_age: float,
@@ -293,7 +227,7 @@ class Discovery:
         now = self.clock()
         was_empty = self.attempted and self.empty
         try:
-            listed = await list_series(rules, self.prometheus, now - self.max_age, now)
+            listed = await list_series(rules, self.prometheus, now - self.max_age, now, self._listed)
         except PrometheusError as e:
             self.metrics.discovery_runs.labels("error").inc()
             log.warning("relist failed, serving the metrics found before: %s", e)
@@ -303,10 +237,16 @@ class Discovery:
             self.source.failed(str(e))
         else:
             self._listed = listed
-            self._set(build_catalog(rules, self.mapping(), listed))
-            self.metrics.discovery_runs.labels("success").inc()
-            self.metrics.discovery_last_success.set(now)
-            self.source.succeeded()
+            error = "; ".join(listed.errors.values()) or None
+            self._set(build_catalog(rules, self.mapping(), listed, error))
+            if error:
+                self.metrics.discovery_runs.labels("error").inc()
+                log.warning("relist failed in part, serving the metrics found before from what failed: %s", error)
+                self.source.failed(error)
+            else:
+                self.metrics.discovery_runs.labels("success").inc()
+                self.metrics.discovery_last_success.set(now)
+                self.source.succeeded()
             if self.empty and not was_empty:
                 log.warning(
                     "the rules (%s) matched no series with samples in the last %gs: the metrics APIs list no "

@@ -2,7 +2,8 @@
 
 "the server could not find the metric" is prometheus-adapter's most reported confusion. The report runs the request
 through the same provider as the API (so it shows exactly what the API does) and, when the answer is empty or an
-error, asks Prometheus a few more questions to say why.
+error, asks Prometheus a few more questions to say why. Each query names the backend that answered it, and what
+that backend remarked beside its data (a Thanos querier's warning that a store did not answer: a partial answer).
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ from adapter.api.discovery import Catalog
 from adapter.api.objects import external_value_list, metric_value_list, status, timestamp
 from adapter.api.paths import CustomRequest, ExternalRequest, ResourceListRequest, parse_metrics_path
 from adapter.api.provider import Provider, QueryRecord, Trace
-from adapter.backends.prometheus import PrometheusAPI
+from adapter.backends.prometheus_backends import Backends
+from adapter.config.backends import DEFAULT
 from adapter.errors import AdapterError
 from adapter.naming.resources import GroupResource
 from adapter.query.promql import matcher
@@ -49,6 +51,7 @@ class SampleReport(TypedDict):
 class QueryReport(TypedDict):
     rule: str
     series: str
+    backend: str
     promql: str
     cache: str | None
     error: NotRequired[str]
@@ -56,6 +59,7 @@ class QueryReport(TypedDict):
     samples: NotRequired[list[SampleReport]]
     sampleCount: NotRequired[int]
     warnings: NotRequired[list[str]]
+    infos: NotRequired[list[str]]
     kept: list[str]
     dropped: NotRequired[list[dict[str, str]]]
 
@@ -78,6 +82,7 @@ def _record(r: QueryRecord) -> QueryReport:
     out: QueryReport = {
         "rule": r.source.rule.where,
         "series": r.source.series,
+        "backend": r.backend,
         "promql": r.promql,
         "cache": r.cache or None,
         "kept": r.kept,
@@ -93,14 +98,14 @@ def _record(r: QueryRecord) -> QueryReport:
         out["sampleCount"] = len(r.result.samples)
         if r.result.warnings:
             out["warnings"] = list(r.result.warnings)
+        if r.result.infos:
+            out["infos"] = list(r.result.infos)
     if r.dropped:
         out["dropped"] = [{"object": n, "value": v} for n, v in r.dropped]
     return out
 
 
-async def explain(
-    provider: Provider, prometheus: PrometheusAPI, raw_path: str, query: Mapping[str, str]
-) -> ExplainReport:
+async def explain(provider: Provider, raw_path: str, query: Mapping[str, str]) -> ExplainReport:
     catalog = provider.catalog()
     shown = raw_path + ("?" + urllib.parse.urlencode(dict(query)) if query else "")
     why: list[str] = []
@@ -147,7 +152,7 @@ async def explain(
         report["answer"] = status(e.code, e.reason, str(e))
         why.append(f"{e.reason}: {e}")
         if trace.queries:
-            await _why_items(req, [], trace, prometheus, why)
+            await _why_items(req, [], trace, provider.backends, why)
         else:
             _why_error(req, provider.catalog(), why)  # the request may have read API discovery again
     if trace.listing is not None:
@@ -159,8 +164,17 @@ async def explain(
         }
     report["queries"] = [_record(r) for r in trace.queries]
     if report["answer"].get("kind") != "Status":
-        await _why_items(req, report["answer"]["items"], trace, prometheus, why)
+        await _why_items(req, report["answer"]["items"], trace, provider.backends, why)
+    for record in trace.queries:
+        for warning in record.result.warnings if record.result else ():
+            why.append(
+                f"{record.source.rule.where}: {_who(record.backend)} warned, so its answer may be partial: {warning}"
+            )
     return report
+
+
+def _who(backend: str) -> str:
+    return "Prometheus" if backend == DEFAULT else f"the backend {backend}"
 
 
 def _normal(req: CustomRequest, catalog: Catalog) -> GroupResource:
@@ -206,7 +220,7 @@ async def _why_items(
     req: CustomRequest | ExternalRequest,
     items: list[Any],
     trace: Trace,
-    prometheus: PrometheusAPI,
+    backends: Backends,
     why: list[str],
 ) -> None:
     if items:
@@ -233,34 +247,33 @@ async def _why_items(
                 "object: does metricsQuery keep the resource label (by (<<.GroupBy>>))?"
             )
         else:
-            why.append(f"{rule}: Prometheus returned no samples for {record.promql}")
-            await _probe(req, record, prometheus, why)
+            why.append(f"{rule}: {_who(record.backend)} returned no samples for {record.promql}")
+            await _probe(req, record, backends, why)
 
 
-async def _probe(
-    req: CustomRequest | ExternalRequest, record: QueryRecord, prometheus: PrometheusAPI, why: list[str]
-) -> None:
-    """Does the series exist at all, and for which objects?"""
+async def _probe(req: CustomRequest | ExternalRequest, record: QueryRecord, backends: Backends, why: list[str]) -> None:
+    """Does the series exist at all, and for which objects? Asked of the backend the rule names."""
     series, rule = record.source.series, record.source.rule
+    prometheus, who = backends[record.backend], _who(record.backend)
     try:
         total = await prometheus.query(f"count({series})")
         if not total.samples:
-            why.append(f"Prometheus has no {series} series at all right now")
+            why.append(f"{who} has no {series} series at all right now")
             return
         # a custom request that got as far as a query with a namespace is for a namespaced resource
         label = record.source.label if isinstance(req, CustomRequest) else ""
         ns_label = rule.namespace_label
         if not label or ns_label is None or req.namespace is None:
-            why.append(f"Prometheus has {total.samples[0].value} {series} series, none matching these selectors")
+            why.append(f"{who} has {total.samples[0].value} {series} series, none matching these selectors")
             return
         present = await prometheus.query(f"count by ({label}) ({series}{{{matcher(ns_label, '=', req.namespace)}}})")
         names = sorted(s.labels.get(label, "") for s in present.samples)
         if not names:
-            why.append(f"Prometheus has {series} series, but none with {ns_label}={req.namespace}")
+            why.append(f"{who} has {series} series, but none with {ns_label}={req.namespace}")
         else:
             why.append(f"{series} series in {req.namespace} exist for {label} in: {', '.join(names[:20])}")
     except AdapterError as e:
-        why.append(f"could not ask Prometheus why: {e}")
+        why.append(f"could not ask {who} why: {e}")
 
 
 def render_text(report: ExplainReport) -> str:
@@ -282,9 +295,12 @@ def render_text(report: ExplainReport) -> str:
             f"objects: {o['count'] if o['count'] is not None else 'all'} from {o['source']}: {', '.join(names[:20])}"
         )
     for q in report.get("queries", []):
-        lines.append(f"query ({q['rule']}, cache {q['cache']}): {q['promql']}")
+        backend = f", backend {q['backend']}" if q["backend"] != DEFAULT else ""
+        lines.append(f"query ({q['rule']}{backend}, cache {q['cache']}): {q['promql']}")
         if "error" in q:
             lines.append(f"  error: {q['error']}")
+        lines.extend(f"  warning: {w}" for w in q.get("warnings", []))
+        lines.extend(f"  info: {i}" for i in q.get("infos", []))
         for s in q.get("samples", []):
             labels = ",".join(f"{k}={v}" for k, v in sorted(s["labels"].items()))
             lines.append(f"  {{{labels}}} = {s['value']} @ {s['timestamp']}")

@@ -152,7 +152,7 @@ async def explain(request: web.Request) -> web.Response:
     request[ROUTE] = "explain"
     c = _components(request)
     raw = request.rel_url.raw_path.removeprefix("/explain")
-    return _json(await explaining.explain(c.provider, c.prometheus, raw, request.query))
+    return _json(await explaining.explain(c.provider, raw, request.query))
 
 
 async def self_metrics(request: web.Request) -> web.Response:

@@ -21,6 +21,7 @@ from adapter.api.objects import ExternalValue, MetricValue, MetricValues, Object
 from adapter.api.paths import CUSTOM_GROUP, EXTERNAL_GROUP, RESOURCE_GROUP, CustomRequest, ExternalRequest
 from adapter.backends.kube_cache import Listing, ObjectLister
 from adapter.backends.prometheus import PrometheusAPI, QueryResult
+from adapter.backends.prometheus_backends import Backends
 from adapter.errors import AdapterError, NotConfigured, NotFound
 from adapter.naming.resources import GroupResource, ResourceInfo
 from adapter.query.promql import window_seconds
@@ -52,6 +53,11 @@ class QueryRecord:
     error: str = ""
     kept: list[str] = field(default_factory=list)
     dropped: list[tuple[str, str]] = field(default_factory=list)
+
+    @property
+    def backend(self) -> str:
+        """The server the query went to: its rule's backend."""
+        return self.source.rule.backend
 
 
 @dataclass
@@ -86,16 +92,17 @@ class Provider:
     def __init__(
         self,
         catalog: Callable[[], Catalog],
-        prometheus: PrometheusAPI,
+        prometheus: PrometheusAPI | Backends,
         objects: ObjectLister,
-        cache: SingleFlightCache[str, QueryResult],
+        cache: SingleFlightCache[tuple[str, str], QueryResult],
         metrics: AdapterMetrics,
         resolve: Callable[[GroupResource], Awaitable[ResourceInfo | None]] | None = None,
     ) -> None:
-        """``resolve``: a resource the catalog's REST mapping does not know, looked up again (the REST mapper)."""
+        """``resolve``: a resource the catalog's REST mapping does not know, looked up again (the REST mapper).
+        ``cache``: query results by backend and PromQL."""
         self.catalog = catalog
         self.resolve = resolve
-        self.prometheus = prometheus
+        self.backends = Backends.of(prometheus)
         self.objects = objects
         self.cache = cache
         self.metrics = metrics
@@ -235,7 +242,8 @@ class Provider:
         used = await self._fetch(metric.sources, query, answered, trace or Trace())
         for record in used[-1:]:
             for sample in record.result.samples if record.result else ():
-                labels = {k: v for k, v in sample.labels.items() if k != "__name__"}
+                # an empty value is no label, as in Prometheus's data model (MetricsQL's label_replace keeps q="")
+                labels = {k: v for k, v in sample.labels.items() if v and k != "__name__"}
                 shown = ",".join(f"{k}={v}" for k, v in sorted(labels.items()))
                 value = self._value(sample.value, req.metric, shown, record)
                 if value is not None:
@@ -258,8 +266,8 @@ class Provider:
             trace.queries.append(record)
             try:
                 record.promql = query(index, source)
-                fetch = functools.partial(self.prometheus.query, record.promql)
-                record.result, record.cache = await self.cache.get(record.promql, fetch)
+                fetch = functools.partial(self.backends[record.backend].query, record.promql)
+                record.result, record.cache = await self.cache.get((record.backend, record.promql), fetch)
             except AdapterError as e:
                 record.error = str(e)
                 log.warning("%s (series %s): %s", source.rule.where, source.series, e)

@@ -29,6 +29,7 @@ from adapter.api.paths import NO_SUCH_PATH
 from adapter.backends.kube_api import ObjectMeta
 from adapter.backends.kube_cache import ObjectLister
 from adapter.backends.prometheus import PrometheusAPI, QueryResult, Sample
+from adapter.backends.prometheus_backends import Backends
 from adapter.config.resource_rules import ResourceRules
 from adapter.errors import AdapterError, NotConfigured, NotFound
 from adapter.naming import resources
@@ -81,13 +82,14 @@ class ResourceMetrics:
     def __init__(
         self,
         rules: Callable[[], ResourceRules | None],
-        prometheus: PrometheusAPI,
+        prometheus: PrometheusAPI | Backends,
         objects: ObjectLister,
-        cache: SingleFlightCache[str, QueryResult],
+        cache: SingleFlightCache[tuple[str, str], QueryResult],
         metrics: AdapterMetrics,
     ) -> None:
+        """``cache``: query results by backend and PromQL."""
         self._rules = rules
-        self.prometheus = prometheus
+        self.backends = Backends.of(prometheus)
         self.objects = objects
         self.cache = cache
         self.metrics = metrics
@@ -107,8 +109,8 @@ class ResourceMetrics:
             return []
         names = {n.name for n in nodes}
         cpu, memory = await asyncio.gather(
-            self._query(node_resource_query(rules.cpu, sorted(names))),
-            self._query(node_resource_query(rules.memory, sorted(names))),
+            self._query(rules.backend, node_resource_query(rules.cpu, sorted(names))),
+            self._query(rules.backend, node_resource_query(rules.memory, sorted(names))),
         )
         cpu_values = _by_object(rules.cpu.label(resources.NODES), cpu, names, None)
         memory_values = _by_object(rules.memory.label(resources.NODES), memory, names, None)
@@ -136,8 +138,8 @@ class ResourceMetrics:
         async def both(ns: str, names: list[str]) -> tuple[QueryResult, QueryResult]:
             async with limit:
                 return await asyncio.gather(
-                    self._query(pod_resource_query(rules.cpu, ns, names)),
-                    self._query(pod_resource_query(rules.memory, ns, names)),
+                    self._query(rules.backend, pod_resource_query(rules.cpu, ns, names)),
+                    self._query(rules.backend, pod_resource_query(rules.memory, ns, names)),
                 )
 
         answers = await asyncio.gather(
@@ -182,8 +184,8 @@ class ResourceMetrics:
                 raise NotFound(f'{what} "{name}" not found')
         return [o for o in listed if fields.matches(_fields(o))]
 
-    async def _query(self, promql: str) -> QueryResult:
-        result, _ = await self.cache.get(promql, functools.partial(self.prometheus.query, promql))
+    async def _query(self, backend: str, promql: str) -> QueryResult:
+        result, _ = await self.cache.get((backend, promql), functools.partial(self.backends[backend].query, promql))
         return result
 
     def _pods(

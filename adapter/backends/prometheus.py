@@ -2,8 +2,11 @@
 
 Works against any server speaking Prometheus's ``/api/v1`` (Prometheus, Thanos, Mimir, VictoriaMetrics): instant
 queries, label values and series (read for their names and label names only), each filtered with ``match[]``. Long
-queries go as POST (a 1,500-pod regex is 25 KB; GET fails with 414); every request has a deadline, sent to
-Prometheus too so it gives up when we do.
+queries go as POST (a 1,500-pod regex is 25 KB; GET fails with 414); every request has a deadline, sent as
+``timeout`` too so the server gives up when we do (Prometheus and Thanos read it on queries, VictoriaMetrics on
+every call). Listings carry ``limit`` (Prometheus 2.49+, Thanos, Mimir and VictoriaMetrics read it; older
+Prometheus ignores it), and every request ``partial_response`` when ``--prometheus-partial-response`` is given (Thanos).
+What the server remarks beside its data is counted and logged (``prometheus_warnings``).
 
 An answer is read up to ``--prometheus-max-answer-bytes`` (refused by its Content-Length when that says more, else
 once that much has arrived), then checked and converted by ``prometheus_answer``: on the event loop when it is small,
@@ -13,6 +16,7 @@ in a worker thread when it is not, so a large answer never stops the adapter fro
 from __future__ import annotations
 
 import asyncio
+import re
 import ssl
 import time
 import urllib.parse
@@ -26,6 +30,8 @@ import aiohttp
 from adapter.backends.prometheus_answer import QueryResult as QueryResult
 from adapter.backends.prometheus_answer import Reply, SeriesShapes, names_reply, query_reply, series_reply
 from adapter.backends.prometheus_answer import Sample as Sample
+from adapter.backends.prometheus_warnings import TRUNCATED, Remarks
+from adapter.config.backends import DEFAULT
 from adapter.config.flags import default, show_bytes
 from adapter.errors import AnswerTooLarge, BadAnswer, MalformedAnswer, PrometheusError, QueryError
 from adapter.self_metrics import AdapterMetrics
@@ -38,6 +44,11 @@ MAX_GET_QUERY_BYTES = 4096
 PARSE_IN_THREAD_ABOVE = 256 * 1024
 # What the query cache may keep, by the results' weight: a few large results, or some 60,000 small ones.
 QUERY_CACHE_BYTES = 64 * 1024 * 1024
+# One more than discovery serves of a label's values, so that it can tell a list the store cut at the limit
+LABEL_VALUES_LIMIT = 10_001
+# A store that did not answer, inside an error answer (Thanos's querier with partial_response=false; Mimir's and
+# Cortex's queriers): gRPC's status of the failed call, never a fault of the query
+_STORE_DOWN = re.compile(r"rpc error: code = (Unavailable|Aborted|DeadlineExceeded|Canceled)\b")
 T = TypeVar("T")
 
 
@@ -62,8 +73,11 @@ class PrometheusConfig:
     client_cert_file: Path | None = default("prometheus-client-tls-cert-file")
     client_key_file: Path | None = default("prometheus-client-tls-key-file")
     headers: tuple[tuple[str, str], ...] = default("prometheus-header")
+    partial_response: bool | None = default("prometheus-partial-response")  # None: not sent
+    series_limit: int = default("prometheus-series-limit")  # 0: not sent
     max_answer_bytes: int = default("prometheus-max-answer-bytes")
     parse_in_thread_above: int = PARSE_IN_THREAD_ABOVE
+    backend: str = DEFAULT  # the name rules pick it by; errors and logs name the others
 
 
 def make_session(config: PrometheusConfig) -> aiohttp.ClientSession:
@@ -133,9 +147,15 @@ class PrometheusClient:
         self.session = session
         self.config = config
         self.metrics = metrics
-        self.base = config.url.rstrip("/")
+        url = urllib.parse.urlsplit(config.url)
+        self.base = urllib.parse.urlunsplit(url._replace(query="", fragment="")).rstrip("/")
+        # the URL's own query parameters go with every request, as vmalert's -datasource.url takes them
+        # (VictoriaMetrics' nocache=1: values as of now rather than -search.latencyOffset ago)
+        self._url_params = urllib.parse.parse_qsl(url.query, keep_blank_values=True)
         self._token = _BearerToken(config.token_file) if config.token_file else None
         self._credentials = credentials
+        self.who = "Prometheus" if config.backend == DEFAULT else f"Prometheus backend {config.backend}"
+        self.remarks = Remarks(config.backend, self.who, metrics)
 
     def _headers(self) -> dict[str, str]:
         headers = dict(self.config.headers)
@@ -144,23 +164,39 @@ class PrometheusClient:
         return headers
 
     async def query(self, promql: str) -> QueryResult:
-        timeout = self.config.timeout
-        params = [("query", promql), ("timeout", f"{timeout:g}s")]
-        result = await self._call("query", "/api/v1/query", params, timeout, query_reply, post_allowed=True)
+        path, params = "/api/v1/query", [("query", promql)]
+        result, _ = await self._call("query", path, params, self.config.timeout, query_reply, post_allowed=True)
+        self.remarks.note("query", path, promql, result.warnings, result.infos)
         if result.result_type not in ("vector", "scalar"):
             raise QueryError(f"query {promql!r} returned a {result.result_type}; a metrics query must return a vector")
         return result
 
     async def label_values(self, label: str, match: str, start: float, end: float) -> list[str]:
-        params = [("match[]", match), ("start", f"{start:.3f}"), ("end", f"{end:.3f}")]
+        params = [
+            ("match[]", match),
+            ("start", f"{start:.3f}"),
+            ("end", f"{end:.3f}"),
+            ("limit", str(LABEL_VALUES_LIMIT)),
+        ]
         path = f"/api/v1/label/{urllib.parse.quote(label, safe='')}/values"
-        return await self._call("label_values", path, params, self.config.discovery_timeout, names_reply)
+        names, reply = await self._call("label_values", path, params, self.config.discovery_timeout, names_reply)
+        cut = len(names) == LABEL_VALUES_LIMIT  # discovery says so: it serves fewer (more: the limit was ignored)
+        self.remarks.note("label_values", path, match, _unless(cut, reply.warnings), reply.infos)
+        return names
 
     async def series(self, match: str, start: float, end: float) -> SeriesShapes:
         # label values are filtered by time only per storage block (hours), series by their samples: a series that
         # stopped leaves this list once its last sample is older than start
         params = [("match[]", match), ("start", f"{start:.3f}"), ("end", f"{end:.3f}")]
-        return await self._call("series", "/api/v1/series", params, self.config.discovery_timeout, series_reply)
+        path, limit = "/api/v1/series", self.config.series_limit
+        if limit:
+            params.append(("limit", str(limit)))
+        listing, reply = await self._call("series", path, params, self.config.discovery_timeout, series_reply)
+        cut = 0 < limit == listing.entries  # more: a server that ignores limit (Prometheus before 2.49) sent all
+        if cut:
+            self.remarks.cut("series", path, match, limit)
+        self.remarks.note("series", path, match, _unless(cut, reply.warnings), reply.infos)
+        return listing.shapes
 
     async def _call(
         self,
@@ -170,8 +206,12 @@ class PrometheusClient:
         deadline: float,
         parse: Callable[[bytearray], Reply[T]],
         post_allowed: bool = False,
-    ) -> T:
-        encoded = urllib.parse.urlencode(params)
+    ) -> tuple[T, Reply[T]]:
+        """The answer's data, and the answer for what it says beside the data."""
+        params = [*params, ("timeout", f"{deadline:g}s")]
+        if self.config.partial_response is not None:
+            params.append(("partial_response", "true" if self.config.partial_response else "false"))
+        encoded = urllib.parse.urlencode([*self._url_params, *params])
         post = post_allowed and (self.config.verb == "POST" or len(encoded) > MAX_GET_QUERY_BYTES)
         headers = self._headers()
         options: dict[str, Any] = {}
@@ -198,17 +238,18 @@ class PrometheusClient:
             raise
         except TimeoutError as e:
             self.metrics.prometheus_errors.labels(endpoint, "timeout").inc()
-            raise PrometheusError(f"Prometheus {path} did not answer within {deadline:g}s") from e
+            raise PrometheusError(f"{self.who} {path} did not answer within {deadline:g}s") from e
         except (aiohttp.ClientError, OSError) as e:
             self.metrics.prometheus_errors.labels(endpoint, "unreachable").inc()
-            raise PrometheusError(f"Prometheus {path} at {self.base} unreachable: {e}") from e
+            raise PrometheusError(f"{self.who} {path} at {self.base} unreachable: {e}") from e
         finally:
             self.metrics.prometheus_seconds.labels(endpoint).observe(time.perf_counter() - started)
         reply = await self._parse(endpoint, path, status, body, parse)
         if reply.status == "success" and reply.data is not None:
-            return reply.data
-        message = f"Prometheus {path} answered HTTP {status} {reply.error_type}: {reply.error}"
-        if reply.error_type in ("bad_data", "execution") or status in (400, 422):
+            return reply.data, reply
+        message = f"{self.who} {path} answered HTTP {status} {reply.error_type}: {reply.error}{_hint(status)}"
+        refused = reply.error_type in ("bad_data", "execution") or status in (400, 422)
+        if refused and not _STORE_DOWN.search(reply.error):
             self.metrics.prometheus_errors.labels(endpoint, "refused").inc()
             raise QueryError(f"{message} (query: {dict(params).get('query', dict(params).get('match[]'))})")
         self.metrics.prometheus_errors.labels(endpoint, "unavailable").inc()
@@ -230,7 +271,7 @@ class PrometheusClient:
 
     def _too_large(self, path: str, detail: str) -> AnswerTooLarge:
         limit = f"the {show_bytes(self.config.max_answer_bytes)} limit of --prometheus-max-answer-bytes"
-        return AnswerTooLarge(f"Prometheus {path} answered more than {limit}: {detail}", f"it is larger than {limit}")
+        return AnswerTooLarge(f"{self.who} {path} answered more than {limit}: {detail}", f"it is larger than {limit}")
 
     async def _parse(
         self, endpoint: str, path: str, status: int, body: bytearray, parse: Callable[[bytearray], Reply[T]]
@@ -240,7 +281,8 @@ class PrometheusClient:
                 return parse(body)
             return await asyncio.to_thread(parse, body)
         except MalformedAnswer as e:
-            message = f"Prometheus {path} answered HTTP {status} with {len(body)} bytes that are not its API's: {e}"
+            message = f"{self.who} {path} answered HTTP {status} with {len(body)} bytes that are not its API's: {e}"
+            message += _hint(status)
             if status >= 400:  # an error page from Prometheus or from a proxy in front of it: not there, for us
                 self.metrics.prometheus_errors.labels(endpoint, "unavailable").inc()
                 raise PrometheusError(message) from e
@@ -250,3 +292,14 @@ class PrometheusClient:
 
 def _timeout(seconds: float) -> aiohttp.ClientTimeout:
     return aiohttp.ClientTimeout(total=seconds)
+
+
+def _hint(status: int) -> str:
+    if status in (401, 403):  # Mimir and Cortex answer 401 "no org id" to a request without a tenant
+        return " (a credential or tenant header missing or refused? --prometheus-header, --prometheus-token-file)"
+    return ""
+
+
+def _unless(cut: bool, warnings: tuple[str, ...]) -> tuple[str, ...]:
+    """The warnings, without the one that says the list was cut when the cut is reported on its own."""
+    return tuple(w for w in warnings if w != TRUNCATED) if cut else warnings

@@ -106,6 +106,7 @@ class QueryResult:
     samples: Samples
     warnings: tuple[str, ...] = ()
     weight: int = RESULT_BYTES  # bytes of memory it holds, roughly: what caches count it as
+    infos: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,7 +117,10 @@ class Reply(Generic[T]):
     data: T | None = None
     error_type: str = ""
     error: str = ""
+    # what the server remarks beside its data: warnings (Thanos: a store that did not answer, so the data may be
+    # partial; Prometheus 2.49+: a list cut by limit) and, from newer Prometheus releases, info-level notes
     warnings: tuple[str, ...] = ()
+    infos: tuple[str, ...] = ()
 
 
 def query_reply(body: bytes | bytearray) -> Reply[QueryResult]:
@@ -127,8 +131,8 @@ def query_reply(body: bytes | bytearray) -> Reply[QueryResult]:
     result = None
     if reply.data is not None:
         result_type, samples, weight = reply.data
-        result = QueryResult(result_type, samples, reply.warnings, RESULT_BYTES + weight)
-    return Reply(reply.status, result, reply.error_type, reply.error, reply.warnings)
+        result = QueryResult(result_type, samples, reply.warnings, RESULT_BYTES + weight, reply.infos)
+    return Reply(reply.status, result, reply.error_type, reply.error, reply.warnings, reply.infos)
 
 
 def _whole_vector(body: bytes | bytearray) -> Reply[tuple[str, Samples, int]] | None:
@@ -141,8 +145,8 @@ def _whole_vector(body: bytes | bytearray) -> Reply[tuple[str, Samples, int]] | 
         data = answer["data"]
         if answer["status"] != "success" or data["resultType"] != "vector":
             return None
-        result, warnings = data["result"], answer.get("warnings", [])
-        if type(result) is not list or type(warnings) is not list:
+        result, warnings, infos = data["result"], answer.get("warnings", []), answer.get("infos", [])
+        if type(result) is not list or type(warnings) is not list or type(infos) is not list:
             return None
         metrics = tuple(map(operator.itemgetter("metric"), result))
         pairs = tuple(map(operator.itemgetter("value"), result))
@@ -150,7 +154,7 @@ def _whole_vector(body: bytes | bytearray) -> Reply[tuple[str, Samples, int]] | 
             return None
         timestamps, values = tuple(map(operator.itemgetter(0), pairs)), tuple(map(operator.itemgetter(1), pairs))
         label_values = itertools.chain.from_iterable(map(dict.values, metrics))
-        if not (_types(values) <= _STR and _types(label_values) <= _STR and _types(warnings) <= _STR):
+        if not (_types(values) <= _STR and _types(label_values) <= _STR and _types([*warnings, *infos]) <= _STR):
             return None
         if not _types(timestamps) <= _NUMBER or not 0 <= min(timestamps, default=0) <= max(timestamps, default=0):
             return None
@@ -161,7 +165,7 @@ def _whole_vector(body: bytes | bytearray) -> Reply[tuple[str, Samples, int]] | 
     labels = sum(map(len, metrics))
     weight = SAMPLE_BYTES * len(values) + (LABEL_BYTES + STRING_BYTES) * labels + STRING_BYTES * len(values)
     samples = Samples(metrics, tuple(map(float, timestamps)), values)
-    return Reply("success", ("vector", samples, weight), warnings=tuple(warnings))
+    return Reply("success", ("vector", samples, weight), warnings=tuple(warnings), infos=tuple(infos))
 
 
 def _types(values: Iterable[object]) -> set[type]:
@@ -177,16 +181,23 @@ def names_reply(body: bytes | bytearray) -> Reply[list[str]]:
 SeriesShapes = Mapping[str, frozenset[frozenset[str]]]
 
 
-def series_reply(body: bytes | bytearray) -> Reply[SeriesShapes]:
+class SeriesListing(NamedTuple):
+    shapes: SeriesShapes
+    entries: int  # series in the answer: a store that cuts a list at its limit says so only by this (VictoriaMetrics)
+
+
+def series_reply(body: bytes | bytearray) -> Reply[SeriesListing]:
     """The answer to ``/api/v1/series``, reduced as it is read to each series name and the label names its series
     carry: the values, which make up most of the answer, are dropped one series at a time."""
     return _reply(body, _series_shapes)
 
 
-def _series_shapes(r: JsonReader) -> dict[str, frozenset[frozenset[str]]]:
+def _series_shapes(r: JsonReader) -> SeriesListing:
     shapes: dict[str, set[frozenset[str]]] = {}
     once: dict[frozenset[str], frozenset[str]] = {}
+    count = 0
     for index in r.elements("data"):
+        count += 1
         labels = r.value()
         if type(labels) is not dict or not all(type(v) is str for v in labels.values()):
             _malformed(f"data[{index}] is not an object of label values")
@@ -194,7 +205,7 @@ def _series_shapes(r: JsonReader) -> dict[str, frozenset[frozenset[str]]]:
         if name:
             keys = frozenset(labels)
             shapes.setdefault(name, set()).add(once.setdefault(keys, keys))
-    return {name: frozenset(sets) for name, sets in shapes.items()}
+    return SeriesListing({name: frozenset(sets) for name, sets in shapes.items()}, count)
 
 
 def _reply(body: bytes | bytearray, read_data: Callable[[JsonReader], T]) -> Reply[T]:
@@ -208,6 +219,7 @@ def _reply(body: bytes | bytearray, read_data: Callable[[JsonReader], T]) -> Rep
     fields: dict[str, str] = {}
     data: T | None = None
     warnings: tuple[str, ...] = ()
+    infos: tuple[str, ...] = ()
     for key in r.members("the answer"):
         if key == "data" and fields.get("status", "success") == "success":
             data = read_data(r)
@@ -215,15 +227,17 @@ def _reply(body: bytes | bytearray, read_data: Callable[[JsonReader], T]) -> Rep
             fields[key] = _string(r.value(), key)
         elif key == "warnings":
             warnings = tuple(_strings(r, "warnings"))
+        elif key == "infos":
+            infos = tuple(_strings(r, "infos"))
         else:
-            r.value(depth=2)  # infos and whatever later versions add
+            r.value(depth=2)  # whatever later versions add
     r.end()
     status = fields.get("status")
     if status not in ("success", "error"):
         _malformed("status is missing or neither success nor error")
     if status == "success" and data is None:
         _malformed("data is missing")
-    return Reply(status, data, fields.get("errorType", ""), fields.get("error", ""), warnings)
+    return Reply(status, data, fields.get("errorType", ""), fields.get("error", ""), warnings, infos)
 
 
 def _query_data(r: JsonReader) -> tuple[str, Samples, int]:

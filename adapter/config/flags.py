@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import re
 import ssl
-import urllib.parse
 from collections.abc import Callable
 from typing import Any
 
+from adapter.config.backends import backend_specs, header, optional_boolean, prometheus_url
 from common.cipher_suites import openssl_names
 from common.flags import (
     FlagTable,
@@ -30,26 +30,13 @@ CONFIGMAP = f"ConfigMap {CONFIGMAP_NAMESPACE}/{CONFIGMAP_NAME}"
 HEALTH_PATHS = ("/healthz", "/readyz", "/livez")
 
 
-def prometheus_url(text: str) -> str | None:
-    parsed = urllib.parse.urlsplit(text)
-    if text and (parsed.scheme not in ("http", "https") or not parsed.netloc):
-        raise ValueError(f"{text!r} is not an http:// or https:// URL")
-    return text or None
-
-
 def verb(text: str) -> str:
     return str(choice("GET", "POST")(text.upper()))
 
 
 def headers(text: str) -> tuple[tuple[str, str], ...]:
     """``Key=Value`` per line (the flag repeated, or the variable's lines)."""
-    pairs = []
-    for line in filter(str.strip, text.splitlines()):
-        key, sep, value = line.partition("=")
-        if not sep or not key.strip():
-            raise ValueError(f"{line!r} is not Key=Value")
-        pairs.append((key.strip(), value.strip()))
-    return tuple(pairs)
+    return tuple(map(header, filter(str.strip, text.splitlines())))
 
 
 _BYTE_UNITS = {"Gi": 1024**3, "Mi": 1024**2, "Ki": 1024, "": 1}
@@ -164,6 +151,15 @@ def _table() -> FlagTable:
              help="key of the client certificate for Prometheus"),
         flag("--prometheus-header", field=p + "headers", parse=headers, default="", repeated=True,
              help="extra request header Key=Value; repeatable (one per line in the variable)"),
+        flag("--prometheus-partial-response", field=p + "partial_response", parse=optional_boolean, default="",
+             help="send partial_response=true or false with every request, as Thanos's querier reads it "
+             "(default: not sent, the querier's own default applies)"),
+        flag("--prometheus-series-limit", field=p + "series_limit", parse=integer(0, 10_000_000), default="30000",
+             help="limit sent with each series listing of a relist, 0 to 10000000 (0: none); a listing cut there "
+             "is logged"),
+        flag("--prometheus-backend", field="backends", parse=backend_specs, default="", repeated=True,
+             help="another Prometheus-compatible server, NAME=URL[,header=Key=Value][,partial-response=true|false], "
+             "that rules name with their backend key; repeatable (one per line in the variable)"),
         flag("--prometheus-auth-incluster", field="prometheus_auth_incluster", parse=boolean, default="false",
              switch=True, help="use the pod's service-account token and CA"),
         flag("--prometheus-auth-config", field="prometheus_auth_config", parse=optional_path,

@@ -3,7 +3,8 @@ serve metrics.k8s.io (``kubectl top``, CPU and memory HPAs).
 
 ``cpu`` and ``memory`` each give a ``containerQuery`` (per pod, grouped further by ``containerLabel``), a
 ``nodeQuery`` and the ``resources`` that map labels to pods, nodes and namespaces; ``window`` is the window reported
-with every answer (prometheus-adapter reports 0s when it is absent). The rules file's loader (``rules.py``) checks the
+with every answer (prometheus-adapter reports 0s when it is absent); ``backend`` names the server both are asked
+(``config/backends.py``; without it, ``--prometheus-url``'s). The rules file's loader (``rules.py``) checks the
 keys and builds these. As prometheus-adapter, a rule that cannot answer some request (no label for pods, an empty
 query) still loads: the loader logs what is missing, and the requests that need it fail saying so."""
 
@@ -12,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from adapter.config.backends import DEFAULT
 from adapter.errors import ConfigError, NotConfigured
 from adapter.naming import resources
 from adapter.naming.names import LabelResourceMapper
@@ -60,6 +62,7 @@ class ResourceRules:
     cpu: ResourceRule
     memory: ResourceRule
     window_seconds: float
+    backend: str = DEFAULT
 
     @property
     def window(self) -> str:

@@ -1,14 +1,15 @@
 """prometheus-adapter's rules file, read unchanged and strictly into frozen rules.
 
-Every key prometheus-adapter knows is accepted (``resourceRules`` for metrics.k8s.io, see ``resource_rules.py``);
-any other key is an error that names it and where it is. Regexes and templates are compiled here, at load time, so
-a request never meets a broken rule."""
+Every key prometheus-adapter knows is accepted (``resourceRules`` for metrics.k8s.io, see ``resource_rules.py``),
+and ``backend``, which names the server a rule's series are in (``config/backends.py``); any other key is an error
+that names it and where it is. Regexes and templates are compiled here, at load time, so a request never meets a
+broken rule."""
 
 from __future__ import annotations
 
 import hashlib
 import logging
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from importlib import resources as package_files
 from pathlib import Path
@@ -16,6 +17,7 @@ from typing import Any
 
 import yaml
 
+from adapter.config.backends import DEFAULT
 from adapter.config.resource_rules import ResourceRule, ResourceRules, parse_window
 from adapter.errors import ConfigError, TemplateError
 from adapter.naming.go_regexp import GoRegexp
@@ -38,9 +40,9 @@ _QUERY_SAMPLE = Struct(
 _RESOURCE_SAMPLE = Struct(Group="apps", Resource="deployment")
 
 _TOP_KEYS = {"rules", "externalRules", "resourceRules"}
-_RULE_KEYS = {"seriesQuery", "seriesFilters", "resources", "name", "metricsQuery", "labelValueReplacements"}
+_RULE_KEYS = {"seriesQuery", "seriesFilters", "resources", "name", "metricsQuery", "labelValueReplacements", "backend"}
 _RESOURCES_KEYS = {"template", "overrides", "namespaced"}
-_RESOURCE_RULES_KEYS = {"cpu", "memory", "window"}
+_RESOURCE_RULES_KEYS = {"cpu", "memory", "window", "backend"}
 _RESOURCE_RULE_KEYS = {"containerQuery", "nodeQuery", "resources", "containerLabel"}
 
 
@@ -58,6 +60,7 @@ class Rule:
     namespaced: bool
     metrics_query: Template
     replacements: tuple[tuple[str, str], ...]
+    backend: str = DEFAULT  # the server its series are listed in and queried from
 
     def accepts(self, series: str) -> bool:
         return all(p.search(series) == positive for p, positive in self.filters)
@@ -97,6 +100,18 @@ class RuleSet:
     rules: tuple[Rule, ...]
     external_rules: tuple[Rule, ...]
     resource_rules: ResourceRules | None = None
+
+    def check_backends(self, known: Collection[str]) -> None:
+        """``ConfigError`` naming the first rule whose backend is not one of ``known``."""
+        named = [(r.where, r.backend) for r in (*self.rules, *self.external_rules)]
+        if self.resource_rules is not None:
+            named.append((f"{self.source}: resourceRules", self.resource_rules.backend))
+        for where, backend in named:
+            if backend not in known:
+                raise ConfigError(
+                    f"{where}.backend: {backend!r} is not a backend; the backends are {', '.join(sorted(known))} "
+                    f"({DEFAULT!r} is --prometheus-url's, the others come from --prometheus-backend)"
+                )
 
 
 class _StrictLoader(yaml.SafeLoader):
@@ -169,7 +184,16 @@ def _parse_rule(raw: Any, where: str, external: bool) -> Rule:
         namespaced=namespaced,
         metrics_query=_metrics_query(spec, where),
         replacements=_replacements(spec, where),
+        backend=_backend(spec, where),
     )
+
+
+def _backend(spec: Mapping[str, Any], where: str) -> str:
+    """``backend``: a server's name (``--prometheus-backend``); without it, ``--prometheus-url``'s."""
+    backend: str = _check(spec.get("backend", DEFAULT), str, f"{where}.backend")
+    if not backend.strip():
+        raise ConfigError(f"{where}.backend is empty: name a --prometheus-backend, or leave the key out")
+    return backend.strip()
 
 
 def _series_filters(spec: Mapping[str, Any], where: str) -> list[tuple[GoRegexp, bool]]:
@@ -242,7 +266,7 @@ def _replacements(spec: Mapping[str, Any], where: str) -> tuple[tuple[str, str],
 def _resource_rules(raw: Any, where: str) -> ResourceRules:
     spec = _keys(raw, _RESOURCE_RULES_KEYS, where)
     cpu, memory = (_resource_rule(spec.get(part), f"{where}.{part}") for part in ("cpu", "memory"))
-    return ResourceRules(cpu, memory, parse_window(spec.get("window"), f"{where}.window"))
+    return ResourceRules(cpu, memory, parse_window(spec.get("window"), f"{where}.window"), _backend(spec, where))
 
 
 def _resource_rule(raw: Any, where: str) -> ResourceRule:

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Collection
 from pathlib import Path
 
+from adapter.config.backends import DEFAULT
 from adapter.config.rules import RuleSet, load_rules
 from adapter.errors import ConfigError
 from adapter.self_metrics import AdapterMetrics
@@ -14,12 +16,19 @@ log = logging.getLogger(__name__)
 
 
 class RulesFile:
-    def __init__(self, path: Path | None, metrics: AdapterMetrics) -> None:
+    def __init__(self, path: Path | None, metrics: AdapterMetrics, backends: Collection[str] = (DEFAULT,)) -> None:
+        """``backends``: the names rules may give as their ``backend``."""
         self.path = path
         self.metrics = metrics
+        self.backends = backends
         self._file = WatchedFiles(path)
-        self.rules: RuleSet = load_rules(path)
+        self.rules: RuleSet = self._load()
         self.last_error: str | None = None
+
+    def _load(self) -> RuleSet:
+        rules = load_rules(self.path)
+        rules.check_backends(self.backends)
+        return rules
 
     def reload_if_changed(self) -> bool:
         """Reload when the file changed since the last look; True when new rules took effect."""
@@ -29,7 +38,7 @@ class RulesFile:
         if self.path is None:
             return False
         try:
-            rules = load_rules(self.path)
+            rules = self._load()
         except ConfigError as e:
             self.last_error = str(e)
             self.metrics.config_reloads.labels("error").inc()

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from adapter.backends.prometheus import PrometheusConfig
+from adapter.config.backends import BackendSpec
 from adapter.config.flags import FLAGS, default
 from adapter.errors import ConfigError
 from adapter.security.auth_config import AuthSettings
@@ -27,6 +28,7 @@ parse_bool = boolean
 @dataclass(frozen=True)
 class Settings:
     prometheus: PrometheusConfig = field(default_factory=PrometheusConfig)
+    backends: tuple[BackendSpec, ...] = default("prometheus-backend")  # the named ones beside --prometheus-url's
     prometheus_auth_incluster: bool = default("prometheus-auth-incluster")
     prometheus_auth_config: Path | None = default("prometheus-auth-config")
     config: Path | None = default("config")

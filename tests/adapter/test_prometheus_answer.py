@@ -95,17 +95,22 @@ def test_a_malformed_answer_names_the_problem_and_never_its_content(name: str) -
     assert len(str(e.value)) < 200
 
 
-def test_a_vector_is_read_with_its_warnings_and_newer_fields_ignored() -> None:
+@pytest.mark.parametrize("whole", [True, False], ids=["decoded whole", "read series by series"])
+def test_a_vector_is_read_with_its_warnings_and_infos_and_newer_fields_ignored(whole: bool) -> None:
     body = answer(
         [series({"pod": "a", "namespace": "ml"}, [1.8e9, "1.5"]), series({}, [1800000001, "NaN"])],
         warnings=["partial"],
-        infos=[{"anything": [1, {"nested": True}]}],
+        infos=["PromQL info: metric might not be a counter"],
+        later=[{"anything": [1, {"nested": True}]}],
     )
+    if not whole:  # past the size decoded in one call
+        body = body[:-1] + b',"padding":"' + b"x" * WHOLE_DECODE_BYTES + b'"}'
     reply = query_reply(body)
     assert reply.status == "success"
     assert reply.data is not None
     assert reply.data.result_type == "vector"
     assert reply.data.warnings == ("partial",)
+    assert reply.data.infos == ("PromQL info: metric might not be a counter",)
     assert list(reply.data.samples) == [
         Sample({"pod": "a", "namespace": "ml"}, 1.8e9, "1.5"),
         Sample({}, 1.8e9 + 1, "NaN"),
@@ -154,12 +159,14 @@ def test_a_series_list_is_read_as_names_and_the_label_names_of_their_series() ->
             ],
         }
     ).encode()
-    shapes = series_reply(body).data
-    assert shapes == {
+    listing = series_reply(body).data
+    assert listing is not None
+    assert listing.entries == 4
+    assert listing.shapes == {
         "gpu": frozenset({frozenset({"pod", "namespace"}), frozenset({"Hostname"})}),
         "up": frozenset({frozenset({"job"})}),
     }
-    assert series_reply(b'{"status":"success","data":[]}').data == {}
+    assert series_reply(b'{"status":"success","data":[]}').data == ({}, 0)
     with pytest.raises(MalformedAnswer, match=r"data\[1\] is not an object of label values"):
         series_reply(b'{"status":"success","data":[{"__name__":"a"},{"__name__":"b","pod":1}]}')
     with pytest.raises(MalformedAnswer, match="data is not an array"):
