@@ -184,7 +184,7 @@ async def test_explain_command(kube: FakeKubeAPIServer, prometheus: Prometheus, 
     ]
     rc, out, err = await run(*base, f"{CM}/v1beta2/namespaces/ml/pods/*/gpu_utilization?labelSelector=app=nothing")
     assert rc == 0, err
-    assert "rule: built-in default rules: rules[0] (series DCGM_FI_DEV_GPU_UTIL)" in out
+    assert "rule: built-in default rules: rules[2] (series DCGM_FI_DEV_GPU_UTIL)" in out
     assert "no pods in namespace ml match labelSelector app=nothing" in out
     rc, out, err = await run(*base, "--json", f"{CM}/v1beta2/namespaces/ml/pods/trainer-0/gpu_utilization")
     assert rc == 0, err

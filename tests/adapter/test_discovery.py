@@ -41,13 +41,14 @@ async def test_default_rules_find_both_label_spellings(client: PrometheusClient)
     pods = catalog.custom_metric("gpu_utilization", GroupResource("pods"))
     assert pods is not None
     assert pods.discovered
+    # rules[0] and [1] read recorded series, which this Prometheus has not (no recording rules)
     assert [s.rule.where for s in pods.sources] == [
-        "built-in default rules: rules[0]",
-        "built-in default rules: rules[1]",
+        "built-in default rules: rules[2]",
+        "built-in default rules: rules[3]",
     ]
     nodes = catalog.custom_metric("gpu_memory_used", GroupResource("nodes"))
     assert nodes is not None
-    assert [s.rule.where for s in nodes.sources] == ["built-in default rules: rules[5]"]
+    assert [s.rule.where for s in nodes.sources] == ["built-in default rules: rules[9]"]
     external = catalog.external_metric("GPU_TENSOR_ACTIVE")
     assert external is not None
     assert external.name == "gpu_tensor_active"

@@ -19,7 +19,7 @@ def why(report: dict[str, Any]) -> str:
 async def test_a_successful_request_shows_rule_query_samples_and_missing_objects(adapter: Adapter) -> None:
     report = await adapter.get(f"{EXPLAIN}/namespaces/ml/pods/*/gpu_utilization", labelSelector="app=trainer")
     assert report["parsed"]["labelSelector"] == "app=trainer"
-    assert report["rules"][0] == {"rule": "built-in default rules: rules[0]", "series": "DCGM_FI_DEV_GPU_UTIL"}
+    assert report["rules"][0] == {"rule": "built-in default rules: rules[2]", "series": "DCGM_FI_DEV_GPU_UTIL"}
     assert report["objects"] == {"source": "watch cache", "count": 3, "names": ["broken-0", "trainer-0", "trainer-1"]}
     (query,) = report["queries"]
     assert query["promql"] == (
@@ -63,7 +63,7 @@ async def test_an_object_without_series_says_which_objects_have_them(adapter: Ad
     report = await adapter.get(f"{EXPLAIN}/namespaces/serving/pods/ghost/gpu_memory_used")
     assert report["answer"]["reason"] == "NotFound"
     text = why(report)
-    assert "rules[3]: Prometheus returned no samples" in text
+    assert "rules[7]: Prometheus returned no samples" in text
     assert "Prometheus has DCGM_FI_DEV_FB_USED series, but none with namespace=serving" in text
     assert "DCGM_FI_DEV_FB_USED series in serving exist for exported_pod in: infer-0" in text
 

@@ -7,7 +7,8 @@ from adapter.query.queries import custom_query, external_query
 from adapter.query.selectors import parse_selector
 
 DEFAULT = load_rules(None)
-POD_RULE, EXPORTED_RULE, NODE_RULE = DEFAULT.rules[0], DEFAULT.rules[1], DEFAULT.rules[2]
+# rules[0] and [1] read the recorded series (manifests/prometheus/gpuscale-rules.yaml)
+POD_RULE, EXPORTED_RULE, NODE_RULE = DEFAULT.rules[2], DEFAULT.rules[3], DEFAULT.rules[4]
 S = parse_selector
 
 CONFIG = parse_rules(
