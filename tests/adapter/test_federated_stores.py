@@ -10,7 +10,8 @@ Prometheus 2.49's ``limit``):
   which is logged and counted;
 - two real Prometheus servers at once, each a backend with its own tenant: rules of both answer in one discovery and
   in values, caches are kept apart by backend, explain names the backend, and one backend down leaves the other
-  answering while its own metrics say 503 and name it.
+  answering while its own metrics say 503 and name it; ``resourceRules`` read the backend they name (a third server
+  with the kubelets' and cAdvisor's series).
 """
 
 from __future__ import annotations
@@ -22,8 +23,10 @@ from typing import Any
 
 import pytest
 
+from adapter.api.explain import render_text
 from adapter.backends.prometheus import PrometheusConfig
 from adapter.config.backends import BackendSpec
+from tests.adapter.cadvisor import cadvisor_prometheus
 from tests.adapter.conftest import Adapter, settings_for, wait_until
 from tests.adapter.proxy import PrometheusProxy
 from tests.adapter.series import Exporter, exposition
@@ -34,6 +37,8 @@ pytestmark = pytest.mark.prometheus
 
 CM = "/apis/custom.metrics.k8s.io/v1beta2"
 EM = "/apis/external.metrics.k8s.io/v1beta1"
+RM = "/apis/metrics.k8s.io/v1beta1"
+RESOURCE_RULES = Path(__file__).parent / "resource_configs" / "prometheus-adapter.yaml"
 MakeAdapter = Callable[..., Awaitable[Adapter]]
 TRAINERS = {"labelSelector": "app=trainer"}
 POD_RESOURCES = "resources: {overrides: {namespace: {resource: namespace}, pod: {resource: pod}}}"
@@ -249,6 +254,7 @@ async def test_a_partial_answer_is_served_and_its_warnings_logged_once_counted_a
     report = await adapter.get(f"/explain{CM}/namespaces/ml/pods/*/gpu_utilization", labelSelector="app=trainer")
     (query,) = report["queries"]
     assert [w.split(" LabelSets")[0] for w in query["warnings"]] == ["receive series from Addr: store-eu:10901"]
+    assert "\n  warning: receive series from Addr: store-eu:10901 LabelSets" in render_text(report)  # the CLI's text
     assert any(
         line.startswith(f"{settings.config}: rules[0]: Prometheus warned, so its answer may be partial: receive series")
         for line in report["why"]
@@ -348,7 +354,9 @@ async def test_rules_of_two_backends_answer_in_one_discovery_and_in_values(
     kube: FakeKubeAPIServer, gateways: tuple[PrometheusProxy, ...], make_adapter: MakeAdapter, tmp_path: Path
 ) -> None:
     a, b = gateways
-    adapter = await make_adapter(two_backends(kube, gateways, tmp_path, cache_ttl=60.0))
+    settings = two_backends(kube, gateways, tmp_path, cache_ttl=60.0)
+    config = settings.config
+    adapter = await make_adapter(settings)
     await relisted(adapter, {"pods/gpu_utilization", *B_METRICS})
     assert {"pods/gpu_utilization", "pods/gpu_utilization_b", "pods/requests_in_flight"} <= await listed(adapter)
     assert await listed(adapter, EM) == {"backlog"}
@@ -365,6 +373,8 @@ async def test_rules_of_two_backends_answer_in_one_discovery_and_in_values(
     (q_a,), (q_b,) = (r["queries"] for r in reports)
     assert (q_a["backend"], q_b["backend"]) == ("default", "tenant-b")
     assert q_a["promql"] == q_b["promql"]
+    assert f"query ({config}: rules[1], backend tenant-b, cache " in render_text(reports[1])
+    assert f"query ({config}: rules[0], cache " in render_text(reports[0])
     # each gateway saw only its own tenant's calls, and only the series of its own rules
     for gateway, tenant in ((a, "tenant-a"), (b, "tenant-b")):
         assert {s.headers.get("X-Scope-OrgID") for s in gateway.seen} == {tenant}
@@ -409,3 +419,37 @@ async def test_one_backend_down_the_other_still_answers_and_errors_name_the_back
     assert discovery.catalog.error is None
     assert await values(adapter, "requests_in_flight") == {"trainer-0": "3", "trainer-1": "5"}
     assert a.refused == b.refused == 0
+
+
+@pytest.fixture(scope="module")
+def kubelets(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Prometheus]:
+    """A third real Prometheus, with the containers' and nodes' CPU and memory (tests/adapter/cadvisor.py)."""
+    with cadvisor_prometheus(tmp_path_factory.mktemp("kubelets")) as prom:
+        yield prom
+
+
+@pytest.mark.parametrize("named", [True, False], ids=["backend: kubelets", "no backend key"])
+async def test_resource_rules_are_asked_of_the_backend_they_name(
+    kube: FakeKubeAPIServer,
+    prometheus: Prometheus,
+    kubelets: Prometheus,
+    make_adapter: MakeAdapter,
+    tmp_path: Path,
+    named: bool,
+) -> None:
+    text = RESOURCE_RULES.read_text()
+    if named:
+        text = text.replace('"resourceRules":\n', '"resourceRules":\n  "backend": "kubelets"\n', 1)
+    settings = settings_for(
+        prometheus.url,
+        kube.kubeconfig(tmp_path / "kubeconfig"),
+        backends=(BackendSpec("kubelets", kubelets.url),),
+        config=rules_file(tmp_path, text),
+    )
+    adapter = await make_adapter(settings)
+    if not named:  # the default server has no container series
+        body = await adapter.get(f"{RM}/namespaces/ml/pods/trainer-1", status=404)
+        assert body["message"] == 'podmetrics.metrics.k8s.io "ml/trainer-1" not found'
+        return
+    body = await adapter.get(f"{RM}/namespaces/ml/pods/trainer-1")
+    assert body["containers"] == [{"name": "main", "usage": {"cpu": "1500m", "memory": "1049088Ki"}}]
