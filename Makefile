@@ -19,6 +19,7 @@ run: setup
 
 test: setup
 	scripts/ensure-prometheus
+	scripts/ensure-victoria-metrics
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
 
 lint: setup

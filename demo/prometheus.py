@@ -43,6 +43,11 @@ class Prometheus:
         self.process = process
         self.log = log
 
+    @property
+    def adapter_url(self) -> str:
+        """What an adapter is given as --prometheus-url to read this server."""
+        return self.url
+
     def api(self, path: str, **params: str) -> Any:
         query = urllib.parse.urlencode(params)
         with urllib.request.urlopen(f"{self.url}{path}?{query}", timeout=10) as resp:

@@ -49,6 +49,8 @@ LABEL_VALUES_LIMIT = 10_001
 # A store that did not answer, inside an error answer (Thanos's querier with partial_response=false; Mimir's and
 # Cortex's queriers): gRPC's status of the failed call, never a fault of the query
 _STORE_DOWN = re.compile(r"rpc error: code = (Unavailable|Aborted|DeadlineExceeded|Canceled)\b")
+# VictoriaMetrics answers 422 to every error, its own deadline passing too ("timeout exceeded during the query: ...")
+_TIMED_OUT = re.compile(r"\btimeout exceeded\b")
 T = TypeVar("T")
 
 
@@ -249,7 +251,7 @@ class PrometheusClient:
             return reply.data, reply
         message = f"{self.who} {path} answered HTTP {status} {reply.error_type}: {reply.error}{_hint(status)}"
         refused = reply.error_type in ("bad_data", "execution") or status in (400, 422)
-        if refused and not _STORE_DOWN.search(reply.error):
+        if refused and not _STORE_DOWN.search(reply.error) and not _TIMED_OUT.search(reply.error):
             self.metrics.prometheus_errors.labels(endpoint, "refused").inc()
             raise QueryError(f"{message} (query: {dict(params).get('query', dict(params).get('match[]'))})")
         self.metrics.prometheus_errors.labels(endpoint, "unavailable").inc()

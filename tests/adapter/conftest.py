@@ -22,9 +22,12 @@ from tests.adapter.secure import Cluster, SecureAdapter, grant_cluster_roles
 from tests.adapter.series import FB, GPU, TENSOR, Exporter, exposition
 from tests.fakes.kube_apiserver import FakeKubeAPIServer
 from tests.support.prometheus import Prometheus, run_prometheus
+from tests.support.stores import PROMETHEUS
+from tests.support.victoria_metrics import VictoriaMetrics, run_victoria_metrics
 
 AiohttpClient = Callable[[web.Application], Awaitable[TestClient[web.Request, web.Application]]]
 AiohttpServer = Callable[..., Awaitable[TestServer]]
+SERIES_AWAITED = (GPU, FB, TENSOR, "queue_depth", "weird_value", "big_value")
 
 
 @pytest.fixture(scope="session")
@@ -36,9 +39,25 @@ def exporter() -> Iterator[Exporter]:
 @pytest.fixture(scope="session")
 def prometheus(tmp_path_factory: pytest.TempPathFactory, exporter: Exporter) -> Iterator[Prometheus]:
     with run_prometheus(tmp_path_factory.mktemp("prometheus"), scrape_targets=[exporter.target]) as prom:
-        for name in (GPU, FB, TENSOR, "queue_depth", "weird_value", "big_value"):
-            prom.wait_for(f"{name}")
+        for name in SERIES_AWAITED:
+            prom.wait_for(name)
         yield prom
+
+
+@pytest.fixture(scope="session")
+def victoria_metrics(tmp_path_factory: pytest.TempPathFactory, exporter: Exporter) -> Iterator[VictoriaMetrics]:
+    with run_victoria_metrics(tmp_path_factory.mktemp("victoria-metrics"), scrape_targets=[exporter.target]) as vm:
+        for name in SERIES_AWAITED:
+            vm.wait_for(name)
+        yield vm
+
+
+@pytest.fixture
+def store(request: pytest.FixtureRequest) -> Prometheus:
+    """The metric store the adapter reads: Prometheus, or each store in turn for tests marked ``on_every_store``."""
+    kind: str = getattr(request, "param", PROMETHEUS)
+    server: Prometheus = request.getfixturevalue(kind.replace("-", "_"))
+    return server
 
 
 def populate(kube: FakeKubeAPIServer) -> None:
@@ -137,10 +156,10 @@ def make_adapter(aiohttp_client: AiohttpClient) -> Callable[..., Awaitable[Adapt
 
 @pytest.fixture
 async def adapter(
-    kube: FakeKubeAPIServer, prometheus: Prometheus, make_adapter: Callable[..., Awaitable[Adapter]], tmp_path: Path
+    kube: FakeKubeAPIServer, store: Prometheus, make_adapter: Callable[..., Awaitable[Adapter]], tmp_path: Path
 ) -> Adapter:
     # kube comes first so that it is torn down after the adapter, whose reflectors talk to it
-    return await make_adapter(settings_for(prometheus.url, kube.kubeconfig(tmp_path / "kubeconfig")))
+    return await make_adapter(settings_for(store.adapter_url, kube.kubeconfig(tmp_path / "kubeconfig")))
 
 
 @pytest.fixture

@@ -20,6 +20,7 @@ from tests.adapter.conftest import eventually
 from tests.adapter.secure import HPA, HPA_TOKEN, STRANGER_TOKEN, Cluster, grant_cluster_roles
 from tests.fakes.kube_apiserver import FakeKubeAPIServer
 from tests.support.prometheus import Prometheus, free_port
+from tests.support.stores import on_every_store
 
 CM = "/apis/custom.metrics.k8s.io"
 
@@ -66,9 +67,7 @@ def kubectl_config(path: Path, server: str, ca: Path, cert: Path, key: Path) -> 
 
 
 @pytest.fixture
-async def served(
-    kube: FakeKubeAPIServer, prometheus: Prometheus, cluster: Cluster, tmp_path: Path
-) -> AsyncIterator[Served]:
+async def served(kube: FakeKubeAPIServer, store: Prometheus, cluster: Cluster, tmp_path: Path) -> AsyncIterator[Served]:
     cluster.publish(kube)
     grant_cluster_roles(kube)
     kube.reviews.grant(group="metrics-readers", verbs=("get", "list"), api_groups=("*",))
@@ -82,7 +81,7 @@ async def served(
         sys.executable,
         "-m",
         "adapter",
-        f"--prometheus-url={prometheus.url}",
+        f"--prometheus-url={store.adapter_url}",
         f"--lister-kubeconfig={kube_config}",
         f"--authentication-kubeconfig={kube_config}",
         f"--authorization-kubeconfig={kube_config}",
@@ -121,6 +120,7 @@ async def served(
     assert proc.returncode == 0, log_path.read_text()
 
 
+@on_every_store
 async def test_kubectl_reads_the_hpa_request_over_https(served: Served) -> None:
     rc, out, err = await served.kubectl(
         "get", "--raw", f"{CM}/v1beta2/namespaces/ml/pods/*/gpu_utilization?labelSelector=app%3Dtrainer"
@@ -131,6 +131,7 @@ async def test_kubectl_reads_the_hpa_request_over_https(served: Served) -> None:
     assert {i["describedObject"]["name"]: i["value"] for i in body["items"]} == {"trainer-0": "88", "trainer-1": "40"}
 
 
+@on_every_store
 async def test_kubectl_reads_discovery_and_external_metrics(served: Served) -> None:
     rc, out, err = await served.kubectl("get", "--raw", f"{CM}/v1beta1")
     assert rc == 0, err

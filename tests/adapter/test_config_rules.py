@@ -1,4 +1,5 @@
-"""A prometheus-adapter rules file against the real Prometheus: quantities, escaping, external rules, reload."""
+"""A prometheus-adapter rules file against each real store (Prometheus, VictoriaMetrics): quantities, escaping,
+external rules, reload."""
 
 from __future__ import annotations
 
@@ -13,9 +14,12 @@ from adapter.naming.resources import GroupResource
 from adapter.query.selectors import parse_selector
 from demo.kube_wire import parse_quantity
 from tests.adapter.conftest import Adapter, eventually, settings_for, wait_until
-from tests.adapter.series import WEIRD_PODS
+from tests.adapter.series import WEIRD_PODS, Exporter
 from tests.fakes.kube_apiserver import FakeKubeAPIServer
 from tests.support.prometheus import Prometheus
+from tests.support.stores import on_every_store
+
+pytestmark = on_every_store
 
 CM = "/apis/custom.metrics.k8s.io/v1beta2"
 EM = "/apis/external.metrics.k8s.io/v1beta1"
@@ -36,12 +40,18 @@ externalRules:
 
 @pytest.fixture
 async def configured(
-    kube: FakeKubeAPIServer, prometheus: Prometheus, make_adapter: Callable[..., Awaitable[Adapter]], tmp_path: Path
+    kube: FakeKubeAPIServer, store: Prometheus, make_adapter: Callable[..., Awaitable[Adapter]], tmp_path: Path
 ) -> Adapter:
-    config = tmp_path / "config.yaml"
-    config.write_text(CONFIG)
+    return await adapter_with(CONFIG, kube, store, make_adapter, tmp_path)
+
+
+async def adapter_with(
+    rules: str, kube: FakeKubeAPIServer, store: Prometheus, make_adapter: Callable[..., Awaitable[Adapter]], tmp: Path
+) -> Adapter:
+    config = tmp / "config.yaml"
+    config.write_text(rules)
     settings = settings_for(
-        prometheus.url, kube.kubeconfig(tmp_path / "kubeconfig"), config=config, config_check_interval=0.1
+        store.adapter_url, kube.kubeconfig(tmp / "kubeconfig"), config=config, config_check_interval=0.1
     )
     return await make_adapter(settings)
 
@@ -59,10 +69,10 @@ async def test_only_the_configured_rules_are_served(configured: Adapter) -> None
     assert [r["name"] for r in external["resources"]] == ["queue_depth"]
 
 
-async def test_large_values_stay_exact(configured: Adapter, prometheus: Prometheus) -> None:
+async def test_large_values_stay_exact(configured: Adapter, store: Prometheus) -> None:
     body = await configured.get(f"{CM}/namespaces/ml/pods/trainer-0/big_value")
     (item,) = body["items"]
-    raw = prometheus.query('sum(big_value{pod="trainer-0"}) by (pod)')[0]["value"][1]
+    raw = store.query('sum(big_value{pod="trainer-0"}) by (pod)')[0]["value"][1]
     # exactly Prometheus's value; prometheus-adapter's int64 milli-units overflow above 9.2e15
     assert parse_quantity(item["value"]) == Decimal(raw)
     assert Decimal(raw) > Decimal(2**63) / 1000
@@ -110,6 +120,37 @@ async def test_external_rules_add_the_namespace_and_the_selector(configured: Ada
     assert [(i["metricName"], i["value"]) for i in body["items"]] == [("QUEUE_DEPTH", "5")]
     body = await configured.get(f"{EM}/namespaces/empty/queue_depth")
     assert body["items"] == []
+
+
+EXTERNAL_FUNCTIONS = """
+externalRules:
+- seriesQuery: '{__name__="queue_depth",queue!=""}'
+  resources: {overrides: {namespace: {resource: namespace}}}
+  name: {matches: "^queue_depth$", as: "queue_peak"}
+  metricsQuery: 'max_over_time(<<.Series>>{<<.LabelMatchers>>}[1m])'
+- seriesQuery: '{__name__="queue_depth",queue!=""}'
+  resources: {overrides: {namespace: {resource: namespace}}}
+  name: {matches: "^queue_depth$", as: "queue_suffix"}
+  metricsQuery: 'sum by (suffix) (label_replace(<<.Series>>{<<.LabelMatchers>>}, "suffix", "$1", "queue", "j(.*)"))'
+"""
+
+
+async def test_external_labels_are_the_same_whatever_the_store_keeps(
+    kube: FakeKubeAPIServer,
+    store: Prometheus,
+    exporter: Exporter,
+    make_adapter: Callable[..., Awaitable[Adapter]],
+    tmp_path: Path,
+) -> None:
+    """MetricsQL keeps the series name through max_over_time (PromQL drops it) and gives label_replace's label an
+    empty value where its regex did not match (PromQL leaves the label out): neither reaches metricLabels."""
+    adapter = await adapter_with(EXTERNAL_FUNCTIONS, kube, store, make_adapter, tmp_path)
+    body = await adapter.get(f"{EM}/namespaces/ml/queue_peak", labelSelector="queue=jobs")
+    scraped = {"instance": exporter.target, "job": "under-test", "namespace": "ml"}
+    assert [(i["metricLabels"], i["value"]) for i in body["items"]] == [({**scraped, "queue": "jobs"}, "42")]
+    body = await adapter.get(f"{EM}/namespaces/ml/queue_suffix")
+    # the regex is anchored in both languages: "mail" does not match j(.*), "jobs" gives "obs"
+    assert [(i["metricLabels"], i["value"]) for i in body["items"]] == [({}, "7"), ({"suffix": "obs"}, "42")]
 
 
 async def test_rules_file_changes_are_picked_up_and_broken_edits_refused(

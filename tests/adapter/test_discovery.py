@@ -1,4 +1,5 @@
-"""Discovery against the real Prometheus: which metrics each rule exposes, and what survives a failed relist."""
+"""Discovery against each real store (Prometheus, VictoriaMetrics): which metrics each rule exposes, and what survives
+a failed relist."""
 
 from __future__ import annotations
 
@@ -17,13 +18,14 @@ from adapter.naming.resources import GroupResource
 from adapter.self_metrics import AdapterMetrics
 from tests.adapter.proxy import PrometheusProxy
 from tests.support.prometheus import Prometheus
+from tests.support.stores import on_every_store
 
 GPU = "DCGM_FI_DEV_GPU_UTIL"
 
 
 @pytest.fixture
-async def client(prometheus: Prometheus) -> AsyncIterator[PrometheusClient]:
-    config = PrometheusConfig(url=prometheus.url)
+async def client(store: Prometheus) -> AsyncIterator[PrometheusClient]:
+    config = PrometheusConfig(url=store.adapter_url)
     c = PrometheusClient(make_session(config), config, AdapterMetrics())
     yield c
     await c.session.close()
@@ -35,6 +37,7 @@ async def catalog_for(rules_text: str, client: PrometheusClient) -> dict[tuple[s
     return {(n, str(gr)): [s.series for s in m.sources] for (n, gr), m in catalog.custom.items()}
 
 
+@on_every_store
 async def test_default_rules_find_both_label_spellings(client: PrometheusClient) -> None:
     now = time.time()
     catalog = await discover(load_rules(None), client, now - 600, now)
@@ -54,6 +57,7 @@ async def test_default_rules_find_both_label_spellings(client: PrometheusClient)
     assert external.name == "gpu_tensor_active"
 
 
+@on_every_store
 async def test_regex_rules_filters_and_name_templates(client: PrometheusClient) -> None:
     found = await catalog_for(
         """
@@ -74,6 +78,7 @@ rules:
     }
 
 
+@on_every_store
 async def test_template_rules_find_resources_from_label_names(client: PrometheusClient) -> None:
     found = await catalog_for(
         """
@@ -88,6 +93,7 @@ rules:
     assert found == {("queue_depth", "namespaces"): ["queue_depth"], ("queue_depth", "jobs.batch"): ["queue_depth"]}
 
 
+@on_every_store
 async def test_namespaced_resources_need_the_namespace_label(client: PrometheusClient) -> None:
     found = await catalog_for(
         """

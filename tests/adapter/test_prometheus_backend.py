@@ -195,3 +195,27 @@ async def test_discovery_lists_series_of_the_last_max_age(proxied: Adapter, prox
     for s in listed:
         start, end = float(s.query["start"]), float(s.query["end"])
         assert end - start == pytest.approx(discovery.max_age, abs=0.01)
+
+
+async def test_the_urls_query_parameters_go_with_every_request(proxy: PrometheusProxy) -> None:
+    """As vmalert's -datasource.url: VictoriaMetrics' nocache=1, or whatever else a store reads, set once."""
+    c = await client(PrometheusConfig(url=f"{proxy.url}/?nocache=1&tag=a%20b"))
+    try:
+        names = "|".join(f"pod-with-a-long-generated-name-{i:05d}" for i in range(1500))
+        await c.query(f'count(DCGM_FI_DEV_GPU_UTIL{{pod=~"{names}"}}) or vector(0)')  # POSTed
+        result = await c.query("count(DCGM_FI_DEV_GPU_UTIL)")
+        await c.series("DCGM_FI_DEV_GPU_UTIL", 0, 1e10)
+        await c.label_values("__name__", "{__name__=~'DCGM_.*'}", 0, 1e10)
+    finally:
+        await c.session.close()
+    assert [s.value for s in result.samples] == ["10"]  # Prometheus ignores what it does not read
+    assert [s.path for s in proxy.seen] == [
+        "/api/v1/query",
+        "/api/v1/query",
+        "/api/v1/series",
+        "/api/v1/label/__name__/values",
+    ]
+    posted, *got = proxy.seen
+    assert posted.method == "POST"
+    assert posted.body.startswith(b"nocache=1&tag=a+b&query=")
+    assert all((s.method, s.query["nocache"], s.query["tag"]) == ("GET", "1", "a b") for s in got)

@@ -1,8 +1,10 @@
-"""Against a real Prometheus: a label value the adapter puts into PromQL only ever matches itself.
+"""Against each real store (Prometheus, VictoriaMetrics): a label value the adapter puts into PromQL only ever
+matches itself.
 
 An exporter serves one series per adversarial label value (quotes, backslashes, regex metacharacters, newlines,
-unicode); Prometheus scrapes them; every matcher the adapter builds, for one value or a set of values, must select
-exactly those series.
+unicode); the store scrapes them; every matcher the adapter builds, for one value or a set of values, must select
+exactly those series. MetricsQL parses strings and regexes on its own (and turns a regex of alternatives into a set
+of exact matches), so it gets the same values.
 """
 
 import random
@@ -15,8 +17,9 @@ from hypothesis import strategies as st
 from adapter.errors import BadRequest
 from adapter.query.promql import matcher, names_matcher, selector_matchers
 from adapter.query.selectors import parse_selector
-from demo.prometheus import Prometheus, run_prometheus
+from demo.prometheus import Prometheus
 from tests.adapter.series import Exporter
+from tests.support.stores import STORES, run_store
 
 ALPHABET = [*list('"\\|.*+?()[]{}^$=~!,\n\t '), "a", "b", "é", "日", "\u2028"]
 FIXED = ['we"ird', "back\\slash", "pipe|x", "pipe", "x", "brace}", "dot.*", "new\nline", "a.b", "aXb", ".*", "",
@@ -30,10 +33,11 @@ def _escape(value: str) -> str:
     return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
 
 
-@pytest.fixture(scope="module")
-def prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Prometheus]:
+@pytest.fixture(scope="module", params=STORES)
+def prometheus(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Prometheus]:
     page = "".join(f'fuzz_series{{pod="{_escape(v)}"}} {i}\n' for i, v in enumerate(VALUES))
-    with Exporter(page) as exporter, run_prometheus(tmp_path_factory.mktemp("prom"), [exporter.target]) as prom:
+    kind: str = request.param
+    with Exporter(page) as exporter, run_store(kind, tmp_path_factory.mktemp(kind), [exporter.target]) as prom:
         prom.wait_for("count(fuzz_series)")
         prom.wait_for(f"count(fuzz_series) == {len(VALUES)}")
         yield prom
