@@ -1,0 +1,553 @@
+"""Scale benchmark and soak: a simulated large cluster (bench/scale_cluster.py) here, asked as 1,000 HPAs ask.
+
+    python bench/scale_bench.py run  [--seconds 60] [--nodes 2000 --gpus-per-node 8 --pods 100000 --hpas 1000]
+    python bench/scale_bench.py soak [--minutes 60] [--period 60] [--churn 1] [--csv FILE]
+
+Both start a real Prometheus scraping the cluster's GPU series (the six fields the built-in rules read, for every
+GPU, from 20 targets every 15 s) with manifests/prometheus/gpuscale-rules.yaml loaded, the API stand-in with the
+cluster's pods in its own process, and adapters as subprocesses pinned to --adapter-cpu (everything else runs on
+--other-cpu). Each HPA asks for its pods' gpu_utilization (wildcard pods, labelSelector app=hpa-NNNN) once every
+--period seconds, the HPAs spread evenly over the period (open loop: a slow answer does not delay the next request).
+
+``run`` measures, for the same load: the adapter with the built-in rules (answers from the recorded series), the
+adapter with the raw-series rules only, and prometheus-adapter's calls (bench/prometheus_adapter_pattern.py: a LIST
+and a query per request); then each PromQL those send, timed by Prometheus itself (``stats=all``).
+``soak`` runs the adapter for --minutes, replacing --churn CPU pods a second, and samples its resident memory every
+10 s; with SCALE_BENCH_TRACEMALLOC=SECONDS a second adapter under the same load runs with tracemalloc
+(bench/traced_adapter.py) and the growth between its first and last snapshots is printed by source line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import math
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import tracemalloc
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import aiohttp
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from adapter.config.rules import default_rules_text  # noqa: E402
+from bench.adapter_bench import machine, metric_value, percentile, rss_mb  # noqa: E402
+from bench.scale_cluster import Cluster, add_cluster_arguments, cluster_of  # noqa: E402
+from tests.adapter.series import Exporter  # noqa: E402
+from tests.support.prometheus import Prometheus, free_port, run_prometheus  # noqa: E402
+
+CM = "/apis/custom.metrics.k8s.io/v1beta2"
+RULES = ROOT / "manifests" / "prometheus" / "gpuscale-rules.yaml"
+TARGETS = 20
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+@dataclass
+class Cpus:
+    adapter: set[int]
+    other: set[int]
+
+
+def cpu_set(text: str) -> set[int]:
+    """``1``, ``1,3`` or ``1-15``."""
+    out: set[int] = set()
+    for part in text.split(","):
+        first, _, last = part.partition("-")
+        out |= set(range(int(first), int(last or first) + 1))
+    return out
+
+
+@contextmanager
+def process(args: list[str], log: Path, cpus: set[int]) -> Iterator[subprocess.Popen[bytes]]:
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            args, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, preexec_fn=lambda: os.sched_setaffinity(0, cpus)
+        )
+    try:
+        yield proc
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+@contextmanager
+def api_standin(cluster: Cluster, work: Path, churn: float, cpus: set[int]) -> Iterator[Path]:
+    args = [sys.executable, str(ROOT / "bench" / "scale_cluster.py"), "serve", str(work), f"--churn={churn}"]
+    args += [f"--nodes={cluster.nodes}", f"--gpus-per-node={cluster.gpus_per_node}", f"--pods={cluster.pods}"]
+    args += [f"--hpas={cluster.hpas}", f"--namespaces={cluster.namespaces}"]
+    with process(args, work / "api.log", cpus) as proc:
+        deadline = time.monotonic() + 900
+        while not (work / "kubeconfig").exists():
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"the API stand-in did not start: {(work / 'api.log').read_text()[-2000:]}")
+            time.sleep(0.5)
+        yield work / "kubeconfig"
+
+
+@contextmanager
+def cluster_prometheus(cluster: Cluster, work: Path) -> Iterator[Prometheus]:
+    per = math.ceil(cluster.nodes / TARGETS)
+    with ExitStack() as stack:
+        targets = [
+            stack.enter_context(Exporter(cluster.exposition(first, min(per, cluster.nodes - first)).decode())).target
+            for first in range(0, cluster.nodes, per)
+        ]
+        extra = {"rule_files": [str(RULES)], "global": {"scrape_interval": "15s", "evaluation_interval": "15s"}}
+        prom = stack.enter_context(run_prometheus(work / "prom", targets, "15s", extra_config=extra))
+        prom.wait_for(f"count(DCGM_FI_DEV_GPU_UTIL) >= {cluster.gpus}", timeout=300)
+        prom.wait_for(f"count(namespace_pod:dcgm_gpu_utilization:avg) >= {cluster.gpus}", timeout=120)
+        yield prom
+
+
+def adapter_args(prom: Prometheus, kubeconfig: Path, port: int, *extra: str) -> list[str]:
+    return [
+        f"--prometheus-url={prom.url}",
+        f"--lister-kubeconfig={kubeconfig}",
+        "--insecure-serve-http",
+        "--insecure-disable-auth",
+        "--bind-address=127.0.0.1",
+        f"--secure-port={port}",
+        "--prometheus-timeout=60s",
+        *extra,
+    ]
+
+
+def raw_rules(path: Path) -> Path:
+    """The built-in rules without those over recorded series: every answer from the raw GPU series."""
+    config = yaml.safe_load(default_rules_text())
+    config["rules"] = [r for r in config["rules"] if ":" not in r["seriesQuery"].split("{")[0]]
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    return path
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / TICK
+
+
+async def prometheus_counters(session: aiohttp.ClientSession, prom: Prometheus) -> dict[str, float]:
+    async with session.get(f"{prom.url}/metrics") as resp:
+        text = await resp.text()
+    out = {"queries": 0.0, "cpu": 0.0, "recording": 0.0}
+    for line in text.splitlines():
+        if line.startswith("prometheus_http_requests_total{") and 'handler="/api/v1/query"' in line:
+            out["queries"] += float(line.rsplit(" ", 1)[1])
+        elif line.startswith("process_cpu_seconds_total "):
+            out["cpu"] = float(line.rsplit(" ", 1)[1])
+        elif line.startswith("prometheus_rule_group_last_duration_seconds{") and "gpuscale.recording" in line:
+            out["recording"] = float(line.rsplit(" ", 1)[1])
+    return out
+
+
+async def over_50ms(session: aiohttp.ClientSession, url: str) -> tuple[float, float]:
+    """From the adapter's own histograms: how many wildcard answers and how many Prometheus queries so far took
+    over 50 ms."""
+    async with session.get(f"{url}/metrics") as resp:
+        text = await resp.text()
+    found: dict[tuple[str, str], float] = {}
+    for line in text.splitlines():
+        for key, name, labels in (
+            ("request", "gpuscale_adapter_request_duration_seconds_bucket{", 'route="custom_wildcard"'),
+            ("query", "gpuscale_adapter_prometheus_request_duration_seconds_bucket{", 'endpoint="query"'),
+        ):
+            if line.startswith(name) and labels in line:
+                for le in ("0.05", "+Inf"):
+                    if f'le="{le}"' in line:
+                        found[(key, le)] = found.get((key, le), 0.0) + float(line.rsplit(" ", 1)[1])
+    return (
+        found.get(("request", "+Inf"), 0.0) - found.get(("request", "0.05"), 0.0),
+        found.get(("query", "+Inf"), 0.0) - found.get(("query", "0.05"), 0.0),
+    )
+
+
+def hpa_path(cluster: Cluster, hpa: int) -> str:
+    return f"{CM}/namespaces/{cluster.namespace(hpa)}/pods/%2A/gpu_utilization?labelSelector=app%3D{cluster.app(hpa)}"
+
+
+@dataclass
+class Load:
+    latencies: list[float] = field(default_factory=list)
+    statuses: Counter[int] = field(default_factory=Counter)
+    short: int = 0  # answers without an item for every pod of the HPA
+
+
+async def drive(
+    session: aiohttp.ClientSession, bases: list[str], cluster: Cluster, seconds: float, period: float
+) -> Load:
+    """Each HPA asks once a period, the HPAs evenly spread; requests leave on schedule whatever the answers do.
+    Only the first base's answers are measured (the others, if any, get the same load)."""
+    load = Load()
+    loop = asyncio.get_running_loop()
+    tasks: set[asyncio.Task[None]] = set()
+
+    async def one(hpa: int, base: str, measured: bool) -> None:
+        started = time.perf_counter()
+        try:
+            async with session.get(base + hpa_path(cluster, hpa)) as resp:
+                body = await resp.read()
+                status = resp.status
+        except aiohttp.ClientError:
+            status = 0
+            body = b""
+        if measured:
+            load.latencies.append(time.perf_counter() - started)
+            load.statuses[status] += 1
+            if status == 200 and body.count(b'"describedObject"') != cluster.pods_per_hpa(hpa):
+                load.short += 1
+
+    start = loop.time() + 0.2
+    for i in itertools_count():
+        at = start + i * period / cluster.hpas
+        if at - start >= seconds:
+            break
+        await asyncio.sleep(max(0.0, at - loop.time()))
+        for b, base in enumerate(bases):
+            task = asyncio.create_task(one(i % cluster.hpas, base, b == 0))
+            tasks.add(task)
+            task.add_done_callback(tasks.discard)
+    if tasks:
+        await asyncio.gather(*tasks)
+    return load
+
+
+def itertools_count() -> Iterator[int]:
+    i = 0
+    while True:
+        yield i
+        i += 1
+
+
+def lists_served(work: Path) -> int:
+    try:
+        return int(json.loads((work / "lists").read_text())["lists"])
+    except (OSError, ValueError, KeyError):
+        return 0
+
+
+async def wait_ready(session: aiohttp.ClientSession, url: str) -> None:
+    """adapter_bench's readiness (pods cached, a relist done), with room for 100,000 pods listed on a busy core."""
+    deadline = time.monotonic() + 900
+    while True:
+        try:
+            synced = await metric_value(session, url, "gpuscale_adapter_kube_cache_synced", 'resource="pods"')
+            relisted = await metric_value(session, url, "gpuscale_adapter_discovery_runs_total", 'result="success"')
+            if synced == 1 and relisted >= 1:
+                return
+        except aiohttp.ClientError:
+            pass
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{url} was not ready after 900 s")
+        await asyncio.sleep(1)
+
+
+async def answered(session: aiohttp.ClientSession, url: str, cluster: Cluster) -> None:
+    """Wait until the recorded-series rule is discovered (a relist after the recording rules' first evaluation)."""
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:
+        async with session.get(f"{url}/explain{hpa_path(cluster, 0)}") as resp:
+            report = await resp.json()
+        if resp.status == 200 and len(report["answer"]["items"]) == cluster.pods_per_hpa(0):
+            return
+        await asyncio.sleep(2)
+    raise RuntimeError(f"{url} never answered HPA 0 in full")
+
+
+async def promql_of(session: aiohttp.ClientSession, url: str, cluster: Cluster, hpa: int) -> str:
+    return await explained(session, url, hpa_path(cluster, hpa))
+
+
+async def explained(session: aiohttp.ClientSession, url: str, path: str) -> str:
+    """The first PromQL the adapter sends for ``path``."""
+    async with session.get(f"{url}/explain{path}") as resp:
+        report = await resp.json()
+    return str(report["queries"][0]["promql"])
+
+
+async def prometheus_times(session: aiohttp.ClientSession, prom: Prometheus, queries: list[str]) -> list[float]:
+    """Each query's evaluation time as Prometheus reports it (stats=all), three times each."""
+    out = []
+    for _ in range(3):
+        for q in queries:
+            async with session.post(f"{prom.url}/api/v1/query", data={"query": q, "stats": "all"}) as resp:
+                body = await resp.json()
+            out.append(float(body["data"]["stats"]["timings"]["evalTotalTime"]))
+    return out
+
+
+def ms(seconds: float) -> str:
+    return f"{seconds * 1000:.1f}"
+
+
+async def run(args: argparse.Namespace) -> None:
+    cluster, cpus = cluster_of(args), Cpus(args.adapter_cpu, args.other_cpu)
+    os.sched_setaffinity(0, cpus.other)
+    work = Path(tempfile.mkdtemp(prefix="scale-bench-", dir=args.workdir))
+    print(f"Machine: {machine()}\n")
+    began = time.monotonic()
+    with ExitStack() as stack:
+        kubeconfig = stack.enter_context(api_standin(cluster, work, 0.0, cpus.other))
+        prom = stack.enter_context(cluster_prometheus(cluster, work))
+        ports = [free_port() for _ in range(3)]
+        raw_config = raw_rules(work / "raw-rules.yaml")
+        adapter = [sys.executable, "-m", "adapter"]
+        procs = {
+            "gpuscale adapter, built-in rules (recorded series)": stack.enter_context(
+                process(adapter + adapter_args(prom, kubeconfig, ports[0]), work / "recorded.log", cpus.adapter)
+            ),
+            "gpuscale adapter, raw-series rules only": stack.enter_context(
+                process(
+                    adapter + adapter_args(prom, kubeconfig, ports[1], f"--config={raw_config}"),
+                    work / "raw.log",
+                    cpus.adapter,
+                )
+            ),
+            "prometheus-adapter's calls (LIST + query per request)": stack.enter_context(
+                process(
+                    [
+                        sys.executable,
+                        str(ROOT / "bench" / "prometheus_adapter_pattern.py"),
+                        prom.url,
+                        str(kubeconfig),
+                        str(ports[2]),
+                    ],
+                    work / "pattern.log",
+                    cpus.adapter,
+                )
+            ),
+        }
+        urls = [f"http://127.0.0.1:{p}" for p in ports]
+        connector = aiohttp.TCPConnector(limit=256)
+        async with aiohttp.ClientSession(connector=connector, timeout=aiohttp.ClientTimeout(total=60)) as session:
+            for url in urls[:2]:
+                await wait_ready(session, url)
+                await answered(session, url, cluster)
+            print(
+                f"Set-up (pods listed, series scraped, rules evaluated, adapters ready): "
+                f"{time.monotonic() - began:.0f} s\n"
+            )
+            print(
+                f"Cluster: {cluster.nodes:,} nodes x {cluster.gpus_per_node} GPUs = {cluster.gpus:,} GPUs, "
+                f"{len(FIELDS_READ)} series per GPU scraped ({cluster.gpus * len(FIELDS_READ):,} series), "
+                f"{cluster.pods:,} pods, {cluster.hpas:,} HPAs each asking every {args.period:g} s "
+                f"({cluster.hpas / args.period:.1f} requests/s), {args.seconds:g} s per row\n"
+            )
+            rows: list[str] = []
+            tails: list[str] = []
+            for (name, proc), url in zip(procs.items(), urls, strict=True):
+                # one period unmeasured first: every HPA's objects and queries seen once
+                await drive(session, [url], cluster, args.period, args.period)
+                gpuscale = "gpuscale" in name
+                slow0 = await over_50ms(session, url) if gpuscale else (0.0, 0.0)
+                before = (cpu_seconds(proc.pid), await prometheus_counters(session, prom), lists_served(work))
+                started = time.monotonic()
+                load = await drive(session, [url], cluster, args.seconds, args.period)
+                elapsed = time.monotonic() - started
+                await asyncio.sleep(1.5)  # the stand-in writes its LIST count once a second
+                after = (cpu_seconds(proc.pid), await prometheus_counters(session, prom), lists_served(work))
+                n = len(load.latencies)
+                rss, peak = rss_mb(proc.pid)
+                slow1 = await over_50ms(session, url) if gpuscale else (0.0, 0.0)
+                slow = sum(1 for t in load.latencies if t > 0.05)
+                tails.append(
+                    f"| {name} | {slow} | "
+                    + (f"{slow1[0] - slow0[0]:.0f} | {slow1[1] - slow0[1]:.0f} |" if gpuscale else "- | - |")
+                )
+                rows.append(
+                    f"| {name} | {n} | {ms(percentile(load.latencies, 50))} | {ms(percentile(load.latencies, 99))} "
+                    f"| {1000 * (after[0] - before[0]) / n:.2f} | {rss:.0f} ({peak:.0f}) "
+                    f"| {(after[1]['queries'] - before[1]['queries']) / elapsed:.1f} "
+                    f"| {(after[1]['queries'] - before[1]['queries']) / n:.2f} "
+                    f"| {(after[2] - before[2]) / elapsed:.1f} "
+                    f"| {1000 * (after[1]['cpu'] - before[1]['cpu']) / n:.2f} "
+                    f"| {dict(sorted(load.statuses.items()))} | {load.short} |"
+                )
+            print("## HPA requests (wildcard pods with a labelSelector over the HPA's pods)\n")
+            print(
+                "| server | requests | p50 (ms) | p99 (ms) | server CPU per request (ms) | RSS (peak) MB "
+                "| Prometheus queries/s | queries per request | API LISTs/s "
+                "| Prometheus CPU in the row per request (ms, scrapes and rules included) "
+                "| statuses | answers missing pods |"
+            )
+            print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|")
+            print("\n".join(rows))
+
+            print(
+                "\n## Requests over 50 ms: seen by the client, timed by the adapter, and the adapter's Prometheus "
+                "queries over 50 ms\n"
+            )
+            print("| server | client: over 50 ms | adapter: answers over 50 ms | adapter: queries over 50 ms |")
+            print("|---|---:|---:|---:|")
+            print("\n".join(tails))
+
+            sample = list(range(0, cluster.hpas, max(1, cluster.hpas // 100)))
+            recorded = [await promql_of(session, urls[0], cluster, j) for j in sample]
+            raw = [await promql_of(session, urls[1], cluster, j) for j in sample]
+            ns_paths = [f"{CM}/namespaces/team-{n:03d}/metrics/gpu_utilization" for n in range(cluster.namespaces)]
+            ns_recorded = [await explained(session, urls[0], p) for p in ns_paths]
+            ns_raw = [await explained(session, urls[1], p) for p in ns_paths]
+            timed = [
+                ("HPA's pods, recorded series", recorded, await prometheus_times(session, prom, recorded)),
+                ("HPA's pods, raw series", raw, await prometheus_times(session, prom, raw)),
+                ("namespace object, recorded series", ns_recorded, await prometheus_times(session, prom, ns_recorded)),
+                ("namespace object, raw series", ns_raw, await prometheus_times(session, prom, ns_raw)),
+            ]
+            counters = await prometheus_counters(session, prom)
+            print(
+                "\n## One request's query, evaluated by Prometheus (stats=all evalTotalTime), "
+                f"{len(sample)} HPAs and {cluster.namespaces} namespaces, 3 times each\n"
+            )
+            print("| request, rule | p50 (ms) | p99 (ms) | example |\n|---|---:|---:|---|")
+            for what, queries, times in timed:
+                print(f"| {what} | {ms(percentile(times, 50))} | {ms(percentile(times, 99))} | `{queries[0][:150]}` |")
+            print(
+                f"\nRecording rule group gpuscale.recording, last evaluation: {ms(counters['recording'])} ms "
+                f"every 15 s ({100 * counters['recording'] / 15:.1f} % of one core)."
+            )
+    print(f"\nTotal wall time: {time.monotonic() - began:.0f} s; work directory {work}")
+
+
+def slope(points: list[tuple[float, float]]) -> float:
+    """Least-squares slope of (seconds, MB) points, in MB per minute."""
+    ts = [t for t, _ in points]
+    ys = [y for _, y in points]
+    mt, my = statistics.fmean(ts), statistics.fmean(ys)
+    return 60 * sum((t - mt) * (y - my) for t, y in points) / sum((t - mt) ** 2 for t in ts)
+
+
+async def soak(args: argparse.Namespace) -> None:
+    cluster, cpus = cluster_of(args), Cpus(args.adapter_cpu, args.other_cpu)
+    os.sched_setaffinity(0, cpus.other)
+    work = Path(tempfile.mkdtemp(prefix="scale-soak-", dir=args.workdir))
+    traced_every = os.environ.get("SCALE_BENCH_TRACEMALLOC")
+    print(f"Machine: {machine()}\n", flush=True)
+    samples: list[tuple[float, float, float]] = []
+    with ExitStack() as stack:
+        kubeconfig = stack.enter_context(api_standin(cluster, work, args.churn, cpus.other))
+        prom = stack.enter_context(cluster_prometheus(cluster, work))
+        ports = [free_port(), free_port()]
+        plain = stack.enter_context(
+            process(
+                [sys.executable, "-m", "adapter", *adapter_args(prom, kubeconfig, ports[0])],
+                work / "adapter.log",
+                cpus.adapter,
+            )
+        )
+        urls = [f"http://127.0.0.1:{ports[0]}"]
+        traced = None
+        if traced_every:
+            traced = stack.enter_context(
+                process(
+                    [
+                        sys.executable,
+                        str(ROOT / "bench" / "traced_adapter.py"),
+                        str(work / "snapshots"),
+                        traced_every,
+                        *adapter_args(prom, kubeconfig, ports[1]),
+                    ],
+                    work / "traced.log",
+                    cpus.adapter,
+                )
+            )
+            urls.append(f"http://127.0.0.1:{ports[1]}")
+        connector = aiohttp.TCPConnector(limit=256)
+        async with aiohttp.ClientSession(connector=connector, timeout=aiohttp.ClientTimeout(total=60)) as session:
+            for url in urls:
+                await wait_ready(session, url)
+                await answered(session, url, cluster)
+            start = time.monotonic()
+
+            async def sample() -> None:
+                while True:
+                    t = time.monotonic() - start
+                    samples.append((t, rss_mb(plain.pid)[0], rss_mb(traced.pid)[0] if traced else float("nan")))
+                    await asyncio.sleep(10 - (time.monotonic() - start) % 10)
+
+            sampler = asyncio.create_task(sample())
+            cpu0 = cpu_seconds(plain.pid)
+            load = await drive(session, urls, cluster, args.minutes * 60, args.period)
+            cpu = cpu_seconds(plain.pid) - cpu0
+            sampler.cancel()
+            lines = [
+                f"{args.minutes:g} min: {cluster.pods:,} pods ({args.churn:g} replaced a second), "
+                f"{cluster.gpus:,} GPUs, {cluster.hpas:,} HPAs each asking every {args.period:g} s "
+                f"({cluster.hpas / args.period:.1f} requests/s); {len(load.latencies)} requests, statuses "
+                f"{dict(load.statuses)}, answers missing pods {load.short}; p50 {ms(percentile(load.latencies, 50))} "
+                f"ms, p99 {ms(percentile(load.latencies, 99))} ms; adapter CPU {1000 * cpu / len(load.latencies):.2f}"
+                f" ms per request\n",
+            ]
+            half = args.minutes * 30
+            last = [(t, a) for t, a, _ in samples if t >= half]
+            first = [(t, a) for t, a, _ in samples if 60 <= t < half]
+            lines.append(
+                f"RSS slope, least squares: last {args.minutes / 2:g} min **{slope(last):+.4f} MB/min** "
+                f"(first {args.minutes / 2:g} min after the first minute: {slope(first):+.4f} MB/min); "
+                f"RSS {samples[0][1]:.1f} MB at start, {samples[-1][1]:.1f} MB at the end\n"
+            )
+            lines.append("| t (min) | adapter RSS (MB) |" + (" traced adapter RSS (MB) |" if traced else ""))
+            lines.append("|---:|---:|" + ("---:|" if traced else ""))
+            for t, a, b in samples[::6]:
+                lines.append(f"| {t / 60:.0f} | {a:.1f} |" + (f" {b:.1f} |" if traced else ""))
+            if args.csv:
+                csv = "seconds,adapter_rss_mb\n" + "".join(f"{t:.0f},{a:.2f}\n" for t, a, _ in samples)
+                Path(args.csv).write_text(csv)  # noqa: ASYNC240 (once, after the load)
+            if traced:
+                lines += snapshot_diff(work / "snapshots")
+            print("\n".join(lines), flush=True)
+
+
+def snapshot_diff(directory: Path) -> list[str]:
+    snaps = sorted(directory.glob("snap-*.pickle"))
+    if len(snaps) < 2:
+        return [f"\n{len(snaps)} tracemalloc snapshot(s): nothing to compare"]
+    first, last = tracemalloc.Snapshot.load(str(snaps[0])), tracemalloc.Snapshot.load(str(snaps[-1]))
+    out = [f"\n## tracemalloc: growth from {snaps[0].name} to {snaps[-1].name}, by source line\n"]
+    out.append("| size diff (KiB) | count diff | where |\n|---:|---:|---|")
+    for stat in last.compare_to(first, "lineno")[:20]:
+        frame = stat.traceback[0]
+        out.append(f"| {stat.size_diff / 1024:+.1f} | {stat.count_diff:+d} | {frame.filename}:{frame.lineno} |")
+    total = sum(s.size for s in last.statistics("filename")) - sum(s.size for s in first.statistics("filename"))
+    out.append(f"\ntraced total: {total / 1024 / 1024:+.2f} MiB")
+    return out
+
+
+FIELDS_READ = ("GPU_UTIL", "FB_USED", "PIPE_TENSOR_ACTIVE", "GR_ENGINE_ACTIVE", "SM_ACTIVE", "DRAM_ACTIVE")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+    r = sub.add_parser("run")
+    r.add_argument("--seconds", type=float, default=60.0)
+    r.add_argument("--period", type=float, default=15.0)
+    s = sub.add_parser("soak")
+    s.add_argument("--minutes", type=float, default=60.0)
+    s.add_argument("--period", type=float, default=60.0)
+    s.add_argument("--churn", type=float, default=1.0)
+    s.add_argument("--csv", default="")
+    for p in (r, s):
+        add_cluster_arguments(p)
+        p.add_argument("--adapter-cpu", type=cpu_set, default={0}, help="CPUs of the adapters: 0, 0,1 or 0-3")
+        p.add_argument("--other-cpu", type=cpu_set, default={1}, help="CPUs of everything else (Prometheus too)")
+        p.add_argument("--workdir", default=str(ROOT / "scratch"))
+    args = parser.parse_args()
+    asyncio.run(run(args) if args.command == "run" else soak(args))
+
+
+if __name__ == "__main__":
+    main()
