@@ -174,12 +174,13 @@ def test_default_rules_declare_the_gpu_metrics() -> None:
 
 
 def test_default_pod_rules_accept_both_label_spellings() -> None:
-    rules = load_rules(None).rules
-    plain, exported = rules[0], rules[1]
+    # gpu_utilization's rules over the collector's series, after the two over recorded series
+    rules = [r for r in load_rules(None).rules if str(r.series_query).startswith("DCGM_FI_DEV_GPU_UTIL{")]
+    plain, exported, nodes = rules
     assert plain.resource_for_label("pod", BUILT_IN) == resources.PODS
     assert exported.resource_for_label("exported_pod", BUILT_IN) == resources.PODS
     assert exported.namespace_label == "exported_namespace"
-    assert rules[2].resource_for_label("Hostname", BUILT_IN) == resources.NODES
+    assert nodes.resource_for_label("Hostname", BUILT_IN) == resources.NODES
 
 
 def test_load_rules_from_a_file(tmp_path: Path) -> None:
