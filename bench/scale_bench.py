@@ -187,11 +187,10 @@ class Load:
     short: int = 0  # answers without an item for every pod of the HPA
 
 
-async def drive(
-    session: aiohttp.ClientSession, bases: list[str], cluster: Cluster, seconds: float, period: float
-) -> Load:
+async def drive(bases: list[str], cluster: Cluster, seconds: float, period: float) -> Load:
     """Each HPA asks once a period, the HPAs evenly spread; requests leave on schedule whatever the answers do.
-    Only the first base's answers are measured (the others, if any, get the same load)."""
+    Only the first base's answers are measured (the others, if any, get the same load); each base has its own
+    connections, so a slow one cannot hold up the measured one."""
     load = Load()
     loop = asyncio.get_running_loop()
     tasks: set[asyncio.Task[None]] = set()
@@ -199,10 +198,10 @@ async def drive(
     async def one(hpa: int, base: str, measured: bool) -> None:
         started = time.perf_counter()
         try:
-            async with session.get(base + hpa_path(cluster, hpa)) as resp:
+            async with sessions[base].get(base + hpa_path(cluster, hpa)) as resp:
                 body = await resp.read()
                 status = resp.status
-        except aiohttp.ClientError:
+        except (aiohttp.ClientError, TimeoutError):
             status = 0
             body = b""
         if measured:
@@ -211,6 +210,8 @@ async def drive(
             if status == 200 and body.count(b'"describedObject"') != cluster.pods_per_hpa(hpa):
                 load.short += 1
 
+    timeout = aiohttp.ClientTimeout(total=60)
+    sessions = {b: aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=256), timeout=timeout) for b in bases}
     start = loop.time() + 0.2
     for i in itertools_count():
         at = start + i * period / cluster.hpas
@@ -223,6 +224,8 @@ async def drive(
             task.add_done_callback(tasks.discard)
     if tasks:
         await asyncio.gather(*tasks)
+    for session in sessions.values():
+        await session.close()
     return load
 
 
@@ -351,12 +354,12 @@ async def run(args: argparse.Namespace) -> None:
             tails: list[str] = []
             for (name, proc), url in zip(procs.items(), urls, strict=True):
                 # one period unmeasured first: every HPA's objects and queries seen once
-                await drive(session, [url], cluster, args.period, args.period)
+                await drive([url], cluster, args.period, args.period)
                 gpuscale = "gpuscale" in name
                 slow0 = await over_50ms(session, url) if gpuscale else (0.0, 0.0)
                 before = (cpu_seconds(proc.pid), await prometheus_counters(session, prom), lists_served(work))
                 started = time.monotonic()
-                load = await drive(session, [url], cluster, args.seconds, args.period)
+                load = await drive([url], cluster, args.seconds, args.period)
                 elapsed = time.monotonic() - started
                 await asyncio.sleep(1.5)  # the stand-in writes its LIST count once a second
                 after = (cpu_seconds(proc.pid), await prometheus_counters(session, prom), lists_served(work))
@@ -480,7 +483,7 @@ async def soak(args: argparse.Namespace) -> None:
 
             sampler = asyncio.create_task(sample())
             cpu0 = cpu_seconds(plain.pid)
-            load = await drive(session, urls, cluster, args.minutes * 60, args.period)
+            load = await drive(urls, cluster, args.minutes * 60, args.period)
             cpu = cpu_seconds(plain.pid) - cpu0
             sampler.cancel()
             lines = [
