@@ -112,22 +112,29 @@ def run_prometheus(
         "--web.enable-admin-api",
         *(extra_args or []),
     ]
+    url = f"http://127.0.0.1:{port}"
+    with server_process("Prometheus", args, log, f"{url}/-/ready") as process:
+        yield Prometheus(url, process, log)
+
+
+@contextmanager
+def server_process(what: str, args: list[str], log: Path, ready_url: str) -> Iterator[subprocess.Popen[bytes]]:
+    """``args`` running with its output in ``log``, once ``ready_url`` answers 200 (within 30 s); stopped on exit."""
     with log.open("wb") as out:
         process = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT)
-    prom = Prometheus(f"http://127.0.0.1:{port}", process, log)
     try:
         deadline = time.monotonic() + 30
         while True:
             try:
-                with urllib.request.urlopen(f"{prom.url}/-/ready", timeout=2) as resp:
+                with urllib.request.urlopen(ready_url, timeout=2) as resp:
                     if resp.status == 200:
                         break
             except OSError:
                 pass
             if process.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"Prometheus did not start: {log.read_text()[-2000:]}")
+                raise RuntimeError(f"{what} did not start: {log.read_text()[-2000:]}")
             time.sleep(0.1)
-        yield prom
+        yield process
     finally:
         process.terminate()
         try:

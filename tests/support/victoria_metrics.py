@@ -11,9 +11,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
-import time
-import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -21,7 +18,7 @@ from typing import Any
 
 import yaml
 
-from demo.prometheus import Prometheus, free_port
+from demo.prometheus import Prometheus, free_port, server_process
 
 FRESH = "nocache=1"
 
@@ -71,26 +68,6 @@ def run_victoria_metrics(
         f"-promscrape.config={config_path}",
         *(extra_args or []),
     ]
-    with log.open("wb") as out:
-        process = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT)
-    server = VictoriaMetrics(f"http://127.0.0.1:{port}", process, log)
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                with urllib.request.urlopen(f"{server.url}/health", timeout=2) as resp:
-                    if resp.status == 200:
-                        break
-            except OSError:
-                pass
-            if process.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"VictoriaMetrics did not start: {log.read_text()[-2000:]}")
-            time.sleep(0.1)
-        yield server
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+    url = f"http://127.0.0.1:{port}"
+    with server_process("VictoriaMetrics", args, log, f"{url}/health") as process:
+        yield VictoriaMetrics(url, process, log)
