@@ -37,6 +37,8 @@ class JsonReader:
     def __init__(self, text: str) -> None:
         self.text = text
         self.at = _space_end(text, 0)
+        self._cuts = True  # whether ``batches`` may still look for places to cut
+        self._bad_cut = -1  # the last place a cut failed
 
     def value(self, depth: int = 0) -> object:
         """The next value. Arrays and objects ``depth`` levels down are walked rather than decoded in one call."""
@@ -85,6 +87,45 @@ class JsonReader:
                 return
             if not self._take(","):
                 self._invalid()
+
+    def batches(self, where: str, size: int) -> Iterator[tuple[int, list[object]]]:
+        """The elements of the array that is next, a batch at a time with the index of its first: each batch about
+        ``size`` characters of text decoded in one C call, or a single element where the text cannot be cut into
+        batches there. A Python step per element costs more than decoding it (a 4 MB series listing: 100 ms read
+        element by element, 50 by ``json.loads`` whole), while one call over the whole text would hold the GIL for
+        all of it."""
+        first = 0
+        for _ in self.elements(where):
+            batch = self._batch(size)
+            values = batch if batch is not None else [self.value()]
+            yield first, values
+            first += len(values)
+
+    def _batch(self, size: int) -> list[object] | None:
+        """The elements from ``at`` up to the first ``},{`` after ``size`` characters, or up to the array's end when
+        it is near; None where that text is not a run of whole elements. A ``},{`` cut inside a string leaves the
+        string unterminated, so a wrong cut cannot decode. ``at`` is left after the last element read."""
+        start, text = self.at, self.text
+        if not self._cuts or start <= self._bad_cut:
+            return None
+        cut = text.find("},{", start + size)
+        try:
+            if cut != -1:
+                try:
+                    values: list[object] = _DECODER.decode(f"[{text[start : cut + 1]}]")
+                except ValueError:
+                    self._bad_cut = cut  # element by element past it, then batches again
+                    raise
+                self.at = cut + 1
+                return values
+            if len(text) - start > 2 * size:
+                self._cuts = False  # not compact flat objects: no later search can find a cut either
+                return None
+            values, end = _DECODER.raw_decode(f"[{text[start:]}")
+        except (ValueError, RecursionError):
+            return None
+        self.at = start + end - 2  # at the array's "]"
+        return values
 
     def end(self) -> None:
         """Nothing may follow the value read."""

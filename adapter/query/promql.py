@@ -7,7 +7,7 @@ every RE2 metacharacter before they are quoted."""
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from adapter.errors import BadRequest
@@ -108,12 +108,9 @@ class SeriesSelector:
         names = [v for label, op, v in self.matchers if label == "__name__" and op == "="]
         return names[0] if names else None
 
-    def with_matchers(self, extra: Sequence[tuple[str, str, str]]) -> str:
-        parts = [f"{label}{op}{quote(value)}" for label, op, value in (*self.matchers, *extra)]
-        return f"{self.name or ''}{{{','.join(parts)}}}"
-
     def __str__(self) -> str:
-        return self.with_matchers(())
+        parts = [f"{label}{op}{quote(value)}" for label, op, value in self.matchers]
+        return f"{self.name or ''}{{{','.join(parts)}}}"
 
 
 _SELECTOR_TOKEN = re.compile(

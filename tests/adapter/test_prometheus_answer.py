@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from adapter.backends.json_reader import JsonReader
 from adapter.backends.prometheus_answer import (
+    SERIES_BATCH_CHARS,
     WHOLE_DECODE_BYTES,
     Sample,
     Samples,
@@ -171,6 +172,45 @@ def test_a_series_list_is_read_as_names_and_the_label_names_of_their_series() ->
         series_reply(b'{"status":"success","data":[{"__name__":"a"},{"__name__":"b","pod":1}]}')
     with pytest.raises(MalformedAnswer, match="data is not an array"):
         series_reply(b'{"status":"success","data":{"__name__":"a"}}')
+
+
+def _listing(data: list[dict[str, Any]], separators: tuple[str, str] = (",", ":")) -> bytes:
+    return json.dumps({"status": "success", "data": data, "warnings": ["w"]}, separators=separators).encode()
+
+
+def _by_hand(data: list[dict[str, Any]]) -> dict[str, frozenset[frozenset[str]]]:
+    out: dict[str, set[frozenset[str]]] = {}
+    for labels in data:
+        out.setdefault(labels["__name__"], set()).add(frozenset(labels) - {"__name__"})
+    return {name: frozenset(sets) for name, sets in out.items()}
+
+
+@pytest.mark.parametrize("separators", [(",", ":"), (", ", ": ")], ids=["compact", "spaced"])
+def test_a_long_series_list_is_read_in_batches_with_the_same_result(separators: tuple[str, str]) -> None:
+    # several batches long; a value holding the text batches are cut at ("},{") sits where a cut would fall
+    data = [{"__name__": f"m{i % 3}", "pod": f"p{i}", **({"node": "n"} if i % 5 else {})} for i in range(12000)]
+    tricky = "x" * 100 + "},{" * 2000
+    data[700]["note"] = tricky
+    data[3000]["note"] = tricky
+    body = _listing(data, separators)
+    assert len(body) > 5 * SERIES_BATCH_CHARS
+    reply = series_reply(body)
+    assert reply.data == (_by_hand(data), 12000)
+    assert reply.warnings == ("w",)
+
+
+def test_a_bad_series_in_a_later_batch_is_named_by_its_index() -> None:
+    data: list[dict[str, Any]] = [{"__name__": "m", "pod": f"p{i}"} for i in range(5000)]
+    data[4321]["pod"] = 7
+    with pytest.raises(MalformedAnswer, match=r"data\[4321\] is not an object of label values"):
+        series_reply(_listing(data))
+    data[4321] = ["m"]  # type: ignore[call-overload]
+    with pytest.raises(MalformedAnswer, match=r"data\[4321\] is not an object of label values"):
+        series_reply(_listing(data))
+    text = _listing([{"__name__": "m", "pod": f"p{i}"} for i in range(5000)]).decode()
+    broken = text.replace('"pod":"p4000"', '"pod":"p4000', 1)
+    with pytest.raises(MalformedAnswer, match="not valid JSON"):
+        series_reply(broken.encode())
 
 
 def test_repeated_strings_of_a_large_answer_are_kept_once() -> None:

@@ -186,10 +186,12 @@ def test_literal_name(text: str, literal: str | None) -> None:
     assert parse_series_selector(text).literal_name() == literal
 
 
-def test_with_matchers_keeps_the_selector_and_adds_escaped_matchers() -> None:
+def test_a_selector_is_written_back_with_its_matchers_escaped() -> None:
     selector = parse_series_selector('{__name__=~"DCGM_.*",pod!=""}')
-    assert selector.with_matchers([("namespace", "!=", "")]) == '{__name__=~"DCGM_.*",pod!="",namespace!=""}'
-    assert parse_series_selector("up").with_matchers([("a", "=", 'q"')]) == 'up{a="q\\""}'
+    assert str(SeriesSelector(None, (*selector.matchers, ("__name__", "=", "x")))) == (
+        '{__name__=~"DCGM_.*",pod!="",__name__="x"}'
+    )
+    assert str(SeriesSelector("up", (("a", "=", 'q"'),))) == 'up{a="q\\""}'
 
 
 @pytest.mark.parametrize(
