@@ -9,9 +9,10 @@ cluster's pods in its own process, and adapters as subprocesses pinned to --adap
 --other-cpu). Each HPA asks for its pods' gpu_utilization (wildcard pods, labelSelector app=hpa-NNNN) once every
 --period seconds, the HPAs spread evenly over the period (open loop: a slow answer does not delay the next request).
 
-``run`` measures, for the same load: the adapter with the built-in rules (answers from the recorded series), the
-adapter with the raw-series rules only, and prometheus-adapter's calls (bench/prometheus_adapter_pattern.py: a LIST
-and a query per request); then each PromQL those send, timed by Prometheus itself (``stats=all``).
+``run`` measures, for the same load and one after the other, each alone on --adapter-cpu: the adapter with the
+built-in rules (answers from the recorded series), the adapter with the raw-series rules only, and
+prometheus-adapter's calls (bench/prometheus_adapter_pattern.py: a LIST and a query per request); then each PromQL
+those send, timed by Prometheus itself (``stats=all``).
 ``soak`` runs the adapter for --minutes, replacing --churn CPU pods a second, and samples its resident memory every
 10 s; with SCALE_BENCH_TRACEMALLOC=SECONDS a second adapter under the same load runs with tracemalloc
 (bench/traced_adapter.py) and the growth between its first and last snapshots is printed by source line.
@@ -271,6 +272,58 @@ async def answered(session: aiohttp.ClientSession, url: str, cluster: Cluster) -
     raise RuntimeError(f"{url} never answered HPA 0 in full")
 
 
+async def wait_listening(session: aiohttp.ClientSession, url: str) -> None:
+    deadline = time.monotonic() + 120
+    while True:
+        try:
+            async with session.get(f"{url}/healthz"):
+                return
+        except aiohttp.ClientConnectionError:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{url} was not listening after 120 s") from None
+            await asyncio.sleep(0.5)
+
+
+async def measure(
+    session: aiohttp.ClientSession,
+    name: str,
+    proc: subprocess.Popen[bytes],
+    url: str,
+    prom: Prometheus,
+    work: Path,
+    cluster: Cluster,
+    args: argparse.Namespace,
+) -> tuple[str, str]:
+    """One server's row of each table: the load for --seconds after one unmeasured period (every HPA's objects and
+    queries seen once)."""
+    await drive([url], cluster, args.period, args.period)
+    gpuscale = "gpuscale" in name
+    slow0 = await over_50ms(session, url) if gpuscale else (0.0, 0.0)
+    before = (cpu_seconds(proc.pid), await prometheus_counters(session, prom), lists_served(work))
+    started = time.monotonic()
+    load = await drive([url], cluster, args.seconds, args.period)
+    elapsed = time.monotonic() - started
+    await asyncio.sleep(1.5)  # the stand-in writes its LIST count once a second
+    after = (cpu_seconds(proc.pid), await prometheus_counters(session, prom), lists_served(work))
+    n = len(load.latencies)
+    rss, peak = rss_mb(proc.pid)
+    slow1 = await over_50ms(session, url) if gpuscale else (0.0, 0.0)
+    slow = sum(1 for t in load.latencies if t > 0.05)
+    tail = f"| {name} | {slow} | " + (
+        f"{slow1[0] - slow0[0]:.0f} | {slow1[1] - slow0[1]:.0f} |" if gpuscale else "- | - |"
+    )
+    row = (
+        f"| {name} | {n} | {ms(percentile(load.latencies, 50))} | {ms(percentile(load.latencies, 99))} "
+        f"| {1000 * (after[0] - before[0]) / n:.2f} | {rss:.0f} ({peak:.0f}) "
+        f"| {(after[1]['queries'] - before[1]['queries']) / elapsed:.1f} "
+        f"| {(after[1]['queries'] - before[1]['queries']) / n:.2f} "
+        f"| {(after[2] - before[2]) / elapsed:.1f} "
+        f"| {1000 * (after[1]['cpu'] - before[1]['cpu']) / n:.2f} "
+        f"| {dict(sorted(load.statuses.items()))} | {load.short} |"
+    )
+    return row, tail
+
+
 async def promql_of(session: aiohttp.ClientSession, url: str, cluster: Cluster, hpa: int) -> str:
     return await explained(session, url, hpa_path(cluster, hpa))
 
@@ -306,81 +359,51 @@ async def run(args: argparse.Namespace) -> None:
     with ExitStack() as stack:
         kubeconfig = stack.enter_context(api_standin(cluster, work, 0.0, cpus.other))
         prom = stack.enter_context(cluster_prometheus(cluster, work))
-        ports = [free_port() for _ in range(3)]
         raw_config = raw_rules(work / "raw-rules.yaml")
         adapter = [sys.executable, "-m", "adapter"]
-        procs = {
-            "gpuscale adapter, built-in rules (recorded series)": stack.enter_context(
-                process(adapter + adapter_args(prom, kubeconfig, ports[0]), work / "recorded.log", cpus.adapter)
-            ),
-            "gpuscale adapter, raw-series rules only": stack.enter_context(
-                process(
-                    adapter + adapter_args(prom, kubeconfig, ports[1], f"--config={raw_config}"),
-                    work / "raw.log",
-                    cpus.adapter,
-                )
-            ),
-            "prometheus-adapter's calls (LIST + query per request)": stack.enter_context(
-                process(
-                    [
-                        sys.executable,
-                        str(ROOT / "bench" / "prometheus_adapter_pattern.py"),
-                        prom.url,
-                        str(kubeconfig),
-                        str(ports[2]),
-                    ],
-                    work / "pattern.log",
-                    cpus.adapter,
-                )
-            ),
+        pattern = [sys.executable, str(ROOT / "bench" / "prometheus_adapter_pattern.py"), prom.url, str(kubeconfig)]
+        servers = {
+            "gpuscale adapter, built-in rules (recorded series)": (adapter, [], "recorded"),
+            "gpuscale adapter, raw-series rules only": (adapter, [f"--config={raw_config}"], "raw"),
+            "prometheus-adapter's calls (LIST + query per request)": (pattern, None, "pattern"),
         }
-        urls = [f"http://127.0.0.1:{p}" for p in ports]
+        print(
+            f"Cluster: {cluster.nodes:,} nodes x {cluster.gpus_per_node} GPUs = {cluster.gpus:,} GPUs, "
+            f"{len(FIELDS_READ)} series per GPU scraped ({cluster.gpus * len(FIELDS_READ):,} series), "
+            f"{cluster.pods:,} pods, {cluster.hpas:,} HPAs each asking every {args.period:g} s "
+            f"({cluster.hpas / args.period:.1f} requests/s), {args.seconds:g} s per row; each server alone on "
+            f"CPU {','.join(map(str, sorted(cpus.adapter)))}\n"
+        )
+        sample = list(range(0, cluster.hpas, max(1, cluster.hpas // 100)))
+        ns_paths = [f"{CM}/namespaces/team-{n:03d}/metrics/gpu_utilization" for n in range(cluster.namespaces)]
+        rows: list[str] = []
+        tails: list[str] = []
+        promql: dict[str, tuple[list[str], list[str]]] = {}
         connector = aiohttp.TCPConnector(limit=256)
         async with aiohttp.ClientSession(connector=connector, timeout=aiohttp.ClientTimeout(total=60)) as session:
-            for url in urls[:2]:
-                await wait_ready(session, url)
-                await answered(session, url, cluster)
-            print(
-                f"Set-up (pods listed, series scraped, rules evaluated, adapters ready): "
-                f"{time.monotonic() - began:.0f} s\n"
-            )
-            print(
-                f"Cluster: {cluster.nodes:,} nodes x {cluster.gpus_per_node} GPUs = {cluster.gpus:,} GPUs, "
-                f"{len(FIELDS_READ)} series per GPU scraped ({cluster.gpus * len(FIELDS_READ):,} series), "
-                f"{cluster.pods:,} pods, {cluster.hpas:,} HPAs each asking every {args.period:g} s "
-                f"({cluster.hpas / args.period:.1f} requests/s), {args.seconds:g} s per row\n"
-            )
-            rows: list[str] = []
-            tails: list[str] = []
-            for (name, proc), url in zip(procs.items(), urls, strict=True):
-                # one period unmeasured first: every HPA's objects and queries seen once
-                await drive([url], cluster, args.period, args.period)
-                gpuscale = "gpuscale" in name
-                slow0 = await over_50ms(session, url) if gpuscale else (0.0, 0.0)
-                before = (cpu_seconds(proc.pid), await prometheus_counters(session, prom), lists_served(work))
-                started = time.monotonic()
-                load = await drive([url], cluster, args.seconds, args.period)
-                elapsed = time.monotonic() - started
-                await asyncio.sleep(1.5)  # the stand-in writes its LIST count once a second
-                after = (cpu_seconds(proc.pid), await prometheus_counters(session, prom), lists_served(work))
-                n = len(load.latencies)
-                rss, peak = rss_mb(proc.pid)
-                slow1 = await over_50ms(session, url) if gpuscale else (0.0, 0.0)
-                slow = sum(1 for t in load.latencies if t > 0.05)
-                tails.append(
-                    f"| {name} | {slow} | "
-                    + (f"{slow1[0] - slow0[0]:.0f} | {slow1[1] - slow0[1]:.0f} |" if gpuscale else "- | - |")
-                )
-                rows.append(
-                    f"| {name} | {n} | {ms(percentile(load.latencies, 50))} | {ms(percentile(load.latencies, 99))} "
-                    f"| {1000 * (after[0] - before[0]) / n:.2f} | {rss:.0f} ({peak:.0f}) "
-                    f"| {(after[1]['queries'] - before[1]['queries']) / elapsed:.1f} "
-                    f"| {(after[1]['queries'] - before[1]['queries']) / n:.2f} "
-                    f"| {(after[2] - before[2]) / elapsed:.1f} "
-                    f"| {1000 * (after[1]['cpu'] - before[1]['cpu']) / n:.2f} "
-                    f"| {dict(sorted(load.statuses.items()))} | {load.short} |"
-                )
-            print("## HPA requests (wildcard pods with a labelSelector over the HPA's pods)\n")
+            # one server at a time, as each runs in production on CPU of its own: a second adapter relisting on
+            # the same CPU would put its relists into the measured one's tail
+            for name, (command, extra, log) in servers.items():
+                port = free_port()
+                url = f"http://127.0.0.1:{port}"
+                gpuscale = extra is not None
+                args_of = adapter_args(prom, kubeconfig, port, *extra) if extra is not None else [str(port)]
+                with process(command + args_of, work / f"{log}.log", cpus.adapter) as proc:
+                    if gpuscale:
+                        await wait_ready(session, url)
+                        await answered(session, url, cluster)
+                    else:
+                        await wait_listening(session, url)
+                    print(f"{name}: ready {time.monotonic() - began:.0f} s after the start", flush=True)
+                    row, tail = await measure(session, name, proc, url, prom, work, cluster, args)
+                    rows.append(row)
+                    tails.append(tail)
+                    if gpuscale:
+                        promql[log] = (
+                            [await promql_of(session, url, cluster, j) for j in sample],
+                            [await explained(session, url, p) for p in ns_paths],
+                        )
+            print("\n## HPA requests (wildcard pods with a labelSelector over the HPA's pods)\n")
             print(
                 "| server | requests | p50 (ms) | p99 (ms) | server CPU per request (ms) | RSS (peak) MB "
                 "| Prometheus queries/s | queries per request | API LISTs/s "
@@ -398,12 +421,7 @@ async def run(args: argparse.Namespace) -> None:
             print("|---|---:|---:|---:|")
             print("\n".join(tails))
 
-            sample = list(range(0, cluster.hpas, max(1, cluster.hpas // 100)))
-            recorded = [await promql_of(session, urls[0], cluster, j) for j in sample]
-            raw = [await promql_of(session, urls[1], cluster, j) for j in sample]
-            ns_paths = [f"{CM}/namespaces/team-{n:03d}/metrics/gpu_utilization" for n in range(cluster.namespaces)]
-            ns_recorded = [await explained(session, urls[0], p) for p in ns_paths]
-            ns_raw = [await explained(session, urls[1], p) for p in ns_paths]
+            (recorded, ns_recorded), (raw, ns_raw) = promql["recorded"], promql["raw"]
             timed = [
                 ("HPA's pods, recorded series", recorded, await prometheus_times(session, prom, recorded)),
                 ("HPA's pods, raw series", raw, await prometheus_times(session, prom, raw)),
