@@ -397,7 +397,8 @@ async def test_one_backend_down_the_other_still_answers_and_errors_name_the_back
     await b.stop()  # tenant-b's store: connection refused
     await discovery.relist()
     error = discovery.catalog.error or ""
-    assert error.startswith(f"Prometheus backend tenant-b /api/v1/series at {b.url} unreachable")
+    # the first of its calls that failed: the names its regex rule lists are asked before any series listing
+    assert error.startswith(f"Prometheus backend tenant-b /api/v1/label/__name__/values at {b.url} unreachable")
     assert "relist failed in part, serving the metrics found before from what failed: Prometheus backend tenant-b" in (
         caplog.text
     )

@@ -59,7 +59,8 @@ async def test_the_built_in_rules_list_each_field_once_and_find_what_each_rule_f
     proxy.seen.clear()
     assert [*listed.custom, *listed.external] == await each_alone(rules, client, end - 600, end)
     # the five rules over each field (pod and exported_pod, node, namespace and exported_namespace) list it once
-    assert f"{GPU}{{}}" in shared and f"{FB}{{}}" in shared
+    assert f"{GPU}{{}}" in shared
+    assert f"{FB}{{}}" in shared
     assert not [m for m in shared if m.startswith(GPU) and m != f"{GPU}{{}}"]
     alone = listings(proxy)
     assert len([m for m in alone if m.startswith(GPU)]) == 5
@@ -67,7 +68,8 @@ async def test_the_built_in_rules_list_each_field_once_and_find_what_each_rule_f
     # and the findings are not empty: pods from pod, nodes from Hostname, namespaces from both spellings
     gpu_pods = listed.custom[2][GPU]
     assert all("pod" in labels and "exported_pod" not in labels for labels in gpu_pods)
-    assert listed.custom[3][GPU] and all("exported_pod" in labels for labels in listed.custom[3][GPU])
+    assert listed.custom[3][GPU]
+    assert all("exported_pod" in labels for labels in listed.custom[3][GPU])
 
 
 @on_every_store
@@ -92,8 +94,11 @@ rules:
     assert f'{GPU}{{pod!=""}}' in listings(proxy)
     assert f'{GPU}{{Hostname=~"node-.*"}}' in listings(proxy)
     assert not [m for m in listings(proxy) if m.startswith(f"{GPU}{{Hostname")][1:]
-    assert f"{GPU}{{}}" not in listings(proxy) and f"{FB}{{}}" not in listings(proxy)
+    assert f"{GPU}{{}}" not in listings(proxy)
+    assert f"{FB}{{}}" not in listings(proxy)
     proxy.seen.clear()
     assert list(listed.custom) == await each_alone(rules, client, end - 600, end)
-    assert listed.custom[2][GPU] and all("pod" not in labels for labels in listed.custom[2][GPU])
-    assert listed.custom[4][GPU] and all("pod" in labels for labels in listed.custom[4][GPU])
+    assert listed.custom[2][GPU]
+    assert all("pod" not in labels for labels in listed.custom[2][GPU])
+    assert listed.custom[4][GPU]
+    assert all("pod" in labels for labels in listed.custom[4][GPU])

@@ -79,8 +79,8 @@ async def test_nocache_in_the_url_gives_values_as_of_now_instead_of_the_latency_
 
 @pytest.fixture
 def few_series_allowed(tmp_path: Path, exporter: Exporter) -> Iterator[VictoriaMetrics]:
-    """A VictoriaMetrics that lists at most 5 series: fewer than the 9 DCGM_FI_DEV_GPU_UTIL{Hostname!=""} the built-in
-    node rule's listing selects (the 10th reads NaN, which VictoriaMetrics does not store)."""
+    """A VictoriaMetrics that lists at most 5 series: fewer than the 9 DCGM_FI_DEV_GPU_UTIL it stores (the 10th reads
+    NaN, which VictoriaMetrics does not store)."""
     with run_victoria_metrics(tmp_path / "vm", [exporter.target], extra_args=["-search.maxSeries=5"]) as vm:
         vm.wait_for("DCGM_FI_DEV_GPU_UTIL", min_results=9)
         yield vm
@@ -94,14 +94,30 @@ async def test_a_listing_over_max_series_fails_the_relist_and_says_which_limit(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     vm = few_series_allowed
-    adapter = await make_adapter(settings_for(vm.adapter_url, kube.kubeconfig(tmp_path / "kubeconfig")))
+    # The limit holds for a listing with a label matcher; a listing by name alone (DCGM_FI_DEV_GPU_UTIL{}, which the
+    # built-in rules share) was answered in full, so these rules list with matchers, as a user's rules may.
+    config = tmp_path / "rules.yaml"
+    config.write_text(
+        "rules:\n"
+        "- seriesQuery: 'DCGM_FI_DEV_GPU_UTIL{Hostname=~\"node-.+\"}'\n"
+        "  resources: {overrides: {Hostname: {resource: node}}}\n"
+        "  name: {as: gpu_utilization}\n"
+        "  metricsQuery: 'avg(<<.Series>>{<<.LabelMatchers>>}) by (<<.GroupBy>>)'\n"
+        '- seriesQuery: \'DCGM_FI_DEV_GPU_UTIL{pod!="",namespace!=""}\'\n'
+        "  resources: {overrides: {namespace: {resource: namespace}, pod: {resource: pod}}}\n"
+        "  name: {as: gpu_utilization}\n"
+        "  metricsQuery: 'avg(<<.Series>>{<<.LabelMatchers>>}) by (<<.GroupBy>>)'\n"
+    )
+    kubeconfig = kube.kubeconfig(tmp_path / "kubeconfig")
+    adapter = await make_adapter(settings_for(vm.adapter_url, kubeconfig, config=config))
     await adapter.components.discovery.relist()
     error = adapter.components.discovery.catalog.error or ""
     assert "/api/v1/series answered HTTP 422" in error
     assert "the number of matching timeseries exceeds 5" in error
     assert "-search.max" in error  # VictoriaMetrics' own words name the flags to raise
     assert "relist failed, serving the metrics found before" in caplog.text
-    # the built-in rules' metrics stay listed and answered: queries are not bound by -search.maxSeries
+    # the rules' metrics stay listed (their series are declared) and answered: queries are not bound by
+    # -search.maxSeries
     resources = {r["name"] for r in (await adapter.get(CM))["resources"]}
     assert {"pods/gpu_utilization", "nodes/gpu_utilization"} <= resources
     body = await adapter.get(f"{CM}/namespaces/ml/pods/*/gpu_utilization", labelSelector="app=trainer")
