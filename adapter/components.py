@@ -34,6 +34,7 @@ from adapter.config.rules_file import RulesFile
 from adapter.config.settings import Settings
 from adapter.freshness import DEFAULT_TIMING, Timing
 from adapter.self_metrics import AdapterMetrics
+from adapter.serving.heap import malloc_trim
 from adapter.single_flight import SingleFlightCache
 from adapter.supervisor import Work, polled, start
 
@@ -132,6 +133,7 @@ async def components(
                 settings.max_age,
                 lambda: rest_mapper.mapping,
                 timing=timing,
+                trim=malloc_trim(),
             )
             cache: SingleFlightCache[tuple[str, str], QueryResult] = SingleFlightCache(
                 settings.cache_ttl,

@@ -191,6 +191,7 @@ class Discovery:
         mapping: Callable[[], RestMapping] = lambda: BUILT_IN,
         clock: Callable[[], float] = time.time,
         timing: Timing = DEFAULT_TIMING,
+        trim: Callable[[], None] = lambda: None,
     ) -> None:
         self.rules_file = rules_file
         self.prometheus = prometheus
@@ -199,6 +200,7 @@ class Discovery:
         self.max_age = max_age
         self.mapping = mapping
         self.clock = clock
+        self.trim = trim
         self.attempted = False
         self.source = metrics.sources.add("discovery", timing.bound(interval))
         self._listed: Listed | None = None
@@ -256,6 +258,11 @@ class Discovery:
                 )
         finally:
             self.attempted = True
+            # A relist's listings (megabytes each, decoded in worker threads) are the largest allocations the
+            # adapter makes; glibc keeps what they freed in its arenas, and the process grew about 4 MB at some
+            # relists and never shrank (16 cores, 8 minutes: 185 -> 197 MB). Trimming returns it: in a loop of
+            # relists, 107 -> 122 MB without, flat at 85-90 MB with, at most 4 ms a call (without the GIL).
+            self.trim()
         self._relisted_at = time.monotonic()
 
     def _set(self, catalog: Catalog) -> None:

@@ -134,7 +134,10 @@ async def test_a_failed_relist_keeps_the_last_good_catalog(prometheus: Prometheu
     prom_config = PrometheusConfig(url=proxy.url, discovery_timeout=2)
     client = PrometheusClient(make_session(prom_config), prom_config, metrics)
     try:
-        discovery = Discovery(RulesFile(config, metrics), client, metrics, interval=60, max_age=600)
+        trims: list[float] = []
+        discovery = Discovery(
+            RulesFile(config, metrics), client, metrics, interval=60, max_age=600, trim=lambda: trims.append(1)
+        )
         assert discovery.catalog.custom == {}  # nothing declared: the rule pins no series name
         await discovery.relist()
         found = set(discovery.catalog.custom)
@@ -148,6 +151,7 @@ async def test_a_failed_relist_keeps_the_last_good_catalog(prometheus: Prometheu
         await discovery.relist()
         assert discovery.catalog.error is None
         assert metrics.registry.get_sample_value("gpuscale_adapter_discovered_metrics", {"api": "custom"}) == len(found)
+        assert len(trims) == 3  # the heap is trimmed after every relist, failed or not
     finally:
         await client.session.close()
         await proxy.close()
