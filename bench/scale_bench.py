@@ -293,11 +293,11 @@ async def measure(
     work: Path,
     cluster: Cluster,
     args: argparse.Namespace,
+    gpuscale: bool,
 ) -> tuple[str, str]:
     """One server's row of each table: the load for --seconds after one unmeasured period (every HPA's objects and
-    queries seen once)."""
+    queries seen once); ``gpuscale``: the adapter's own histograms are there to read."""
     await drive([url], cluster, args.period, args.period)
-    gpuscale = "gpuscale" in name
     slow0 = await over_50ms(session, url) if gpuscale else (0.0, 0.0)
     before = (cpu_seconds(proc.pid), await prometheus_counters(session, prom), lists_served(work))
     started = time.monotonic()
@@ -395,7 +395,7 @@ async def run(args: argparse.Namespace) -> None:
                     else:
                         await wait_listening(session, url)
                     print(f"{name}: ready {time.monotonic() - began:.0f} s after the start", flush=True)
-                    row, tail = await measure(session, name, proc, url, prom, work, cluster, args)
+                    row, tail = await measure(session, name, proc, url, prom, work, cluster, args, gpuscale)
                     rows.append(row)
                     tails.append(tail)
                     if gpuscale:

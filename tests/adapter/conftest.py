@@ -226,8 +226,9 @@ def make_secure(
 
 
 @pytest.fixture
-async def proxy(prometheus: Prometheus) -> AsyncIterator[PrometheusProxy]:
-    p = PrometheusProxy(prometheus.url)
+async def proxy(store: Prometheus) -> AsyncIterator[PrometheusProxy]:
+    """A recording proxy in front of the store (Prometheus, or each store in turn under ``on_every_store``)."""
+    p = PrometheusProxy(store.url)
     await p.start()
     yield p
     await p.close()

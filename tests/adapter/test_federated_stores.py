@@ -286,6 +286,16 @@ async def test_a_store_down_without_partial_responses_is_unavailable_not_a_refus
     assert "receive series from" in (report["discovery"]["lastError"] or "")
 
 
+def listing_one_series(kube: FakeKubeAPIServer, proxy: PrometheusProxy, tmp_path: Path) -> Any:
+    """The rules of ONE, each listing asked for at most one series (--prometheus-series-limit=1)."""
+    return settings_for(
+        proxy.url,
+        kube.kubeconfig(tmp_path / "kubeconfig"),
+        prometheus=connection(proxy.url, series_limit=1),
+        config=rules_file(tmp_path, ONE),
+    )
+
+
 async def test_prometheus_2_42_ignores_limit_and_the_listing_is_complete(
     kube: FakeKubeAPIServer,
     proxy: PrometheusProxy,
@@ -293,13 +303,7 @@ async def test_prometheus_2_42_ignores_limit_and_the_listing_is_complete(
     tmp_path: Path,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    settings = settings_for(
-        proxy.url,
-        kube.kubeconfig(tmp_path / "kubeconfig"),
-        prometheus=connection(proxy.url, series_limit=1),
-        config=rules_file(tmp_path, ONE),
-    )
-    adapter = await make_adapter(settings)
+    adapter = await make_adapter(listing_one_series(kube, proxy, tmp_path))
     await relisted(adapter, {"pods/gpu_memory_used", "namespaces/gpu_memory_used"})
     assert {s.form.get("limit") for s in proxy.seen if s.path == "/api/v1/series"} == {"1"}
     assert sample(adapter, "gpuscale_adapter_prometheus_warnings_total", backend="default", endpoint="series",
@@ -315,13 +319,7 @@ async def test_a_listing_cut_at_the_limit_is_logged_and_counted_once(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     proxy.honour_limit = True  # as Prometheus 2.49 and later: at most limit entries, and a warning
-    settings = settings_for(
-        proxy.url,
-        kube.kubeconfig(tmp_path / "kubeconfig"),
-        prometheus=connection(proxy.url, series_limit=1),
-        config=rules_file(tmp_path, ONE),
-    )
-    adapter = await make_adapter(settings)
+    adapter = await make_adapter(listing_one_series(kube, proxy, tmp_path))
     await relisted(adapter, {"pods/gpu_memory_used"})
     cut = sample(
         adapter, "gpuscale_adapter_prometheus_warnings_total", backend="default", endpoint="series", kind="truncated"

@@ -15,16 +15,7 @@ from adapter.config.rules import RuleSet, load_rules, parse_rules
 from adapter.self_metrics import AdapterMetrics
 from tests.adapter.proxy import PrometheusProxy
 from tests.adapter.series import FB, GPU
-from tests.support.prometheus import Prometheus
 from tests.support.stores import on_every_store
-
-
-@pytest.fixture
-async def proxy(store: Prometheus) -> AsyncIterator[PrometheusProxy]:
-    p = PrometheusProxy(store.url)
-    await p.start()
-    yield p
-    await p.close()
 
 
 @pytest.fixture
