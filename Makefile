@@ -35,15 +35,15 @@ bench: setup
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache
 
-# The kubelet pod-resources stubs are generated from collector/podresources/api.proto and committed. An older
+# The kubelet pod-resources stubs are generated from collector/pods/podresources/api.proto and committed. An older
 # grpcio-tools is pinned on purpose: generated code runs on any runtime at least as new as its generator, so this
 # keeps the collector working with grpcio >= 1.66 and protobuf >= 5.27 (GPU images often carry older ones).
 protos:
 	$(PYTHON) -m venv /tmp/gpuscale-protoc
 	/tmp/gpuscale-protoc/bin/pip install -q grpcio-tools==1.66.2
-	/tmp/gpuscale-protoc/bin/python -m grpc_tools.protoc -I collector/podresources --python_out=collector/podresources \
-		--pyi_out=collector/podresources --grpc_python_out=collector/podresources collector/podresources/api.proto
-	sed -i 's/^import api_pb2 as api__pb2/from . import api_pb2 as api__pb2/' collector/podresources/api_pb2_grpc.py
-	$(BIN)/ruff format -q collector/podresources/api_pb2.pyi  # wrapped first, so that the fixes below fit
-	$(BIN)/ruff check -q --fix collector/podresources/api_pb2.pyi
-	$(BIN)/ruff format -q collector/podresources/api_pb2.pyi
+	/tmp/gpuscale-protoc/bin/python -m grpc_tools.protoc -I collector/pods/podresources --python_out=collector/pods/podresources \
+		--pyi_out=collector/pods/podresources --grpc_python_out=collector/pods/podresources collector/pods/podresources/api.proto
+	sed -i 's/^import api_pb2 as api__pb2/from . import api_pb2 as api__pb2/' collector/pods/podresources/api_pb2_grpc.py
+	$(BIN)/ruff format -q collector/pods/podresources/api_pb2.pyi  # wrapped first, so that the fixes below fit
+	$(BIN)/ruff check -q --fix collector/pods/podresources/api_pb2.pyi
+	$(BIN)/ruff format -q collector/pods/podresources/api_pb2.pyi

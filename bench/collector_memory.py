@@ -29,7 +29,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from collector.fields import FIELDS, LABEL_FIELDS
+from collector.nvml.fields import FIELDS, LABEL_FIELDS
 
 KIB = 1024
 

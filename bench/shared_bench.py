@@ -25,7 +25,7 @@ from aiohttp import web
 from collector.cli import build_node
 from collector.server import create_app
 from collector.settings import parse_settings
-from collector.simulated import SimulatedNvml
+from collector.simulation.nvml import SimulatedNvml
 from tests.fakes import proc_tree
 from tests.fakes.pod_directory import StaticPodDirectory
 from tests.fakes.pod_resources_server import PodResourcesServer, gpu_pod

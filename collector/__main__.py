@@ -1,3 +1,3 @@
-from .cli import main
+from collector.cli import main
 
 main()

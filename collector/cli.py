@@ -15,28 +15,28 @@ from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
-from .collection import Collection
-from .counters_configmap import ConfigMapCounters
-from .counters_source import DCGM_EXPORTER_DEFAULT, CountersSource, counters_file
-from .debug_dump import Dumper
-from .errors import ConfigError
-from .gpu_watch import BindWatch, GpuPresence, SysfsGpus
-from .hpc_jobs import HpcJobs
-from .legacy_names import OLD_NAMESPACE_LABELS
-from .nvml_api import Nvml
-from .nvml_reader import NvmlReader
-from .server import create_app
-from .settings import FLAGS, Settings, parse_settings
-from .simulated import SimulatedNvml
+from collector.collection import Collection
+from collector.counters.configmap import ConfigMapCounters
+from collector.counters.legacy_names import OLD_NAMESPACE_LABELS
+from collector.counters.source import DCGM_EXPORTER_DEFAULT, CountersSource, counters_file
+from collector.debug_dump import Dumper
+from collector.errors import ConfigError
+from collector.nvml.api import Nvml
+from collector.nvml.gpu_watch import BindWatch, GpuPresence, SysfsGpus
+from collector.nvml.reader import NvmlReader
+from collector.pods.hpc_jobs import HpcJobs
+from collector.server import create_app
+from collector.settings import FLAGS, Settings, parse_settings
+from collector.simulation.nvml import SimulatedNvml
 
 if TYPE_CHECKING:
     # What only some flags use is imported when they are given: pod attribution (-k) brings gRPC and RE2, the web
     # configuration cryptography, bcrypt and YAML; each costs resident memory (docs/collector-bench.md, memory).
-    from .attribution import Attribution
-    from .pod_directory import KubePodDirectory, PodDirectory
-    from .pod_resources import PodResourcesWatcher
-    from .process_sampler import ProcessSampler
-    from .resource_slices import KubeResourceSlices
+    from collector.pods.attribution import Attribution
+    from collector.pods.directory import KubePodDirectory, PodDirectory
+    from collector.pods.pod_resources import PodResourcesWatcher
+    from collector.pods.process_sampler import ProcessSampler
+    from collector.pods.resource_slices import KubeResourceSlices
 
 log = logging.getLogger("collector")
 
@@ -68,7 +68,7 @@ def configure_logging(settings: Settings) -> None:
 def choose_nvml(settings: Settings) -> tuple[Nvml, bool]:
     """The NVML module to read, and whether it is simulated."""
     if settings.simulate_spec:
-        from .simulation_spec import load_spec
+        from collector.simulation.spec import load_spec
 
         spec = load_spec(settings.simulate_spec)
         log.warning("serving %d SIMULATED GPUs from %s; no real GPU is read", spec.gpus, settings.simulate_spec)
@@ -141,13 +141,13 @@ def build_node(
 
     if not settings.kubernetes:
         return Node(collection())
-    from .attribution import Attribution
-    from .cgroups import CgroupReader
-    from .pod_directory import KubePodDirectory
-    from .pod_labels import PodLabelFilter
-    from .pod_resources import PodResourcesClient, PodResourcesWatcher
-    from .process_sampler import ProcessSampler
-    from .resource_slices import KubeResourceSlices
+    from collector.pods.attribution import Attribution
+    from collector.pods.cgroups import CgroupReader
+    from collector.pods.directory import KubePodDirectory
+    from collector.pods.labels import PodLabelFilter
+    from collector.pods.pod_resources import PodResourcesClient, PodResourcesWatcher
+    from collector.pods.process_sampler import ProcessSampler
+    from collector.pods.resource_slices import KubeResourceSlices
 
     slices = KubeResourceSlices(settings.node_name, settings.kubeconfig) if settings.dra else None
     client = PodResourcesClient(
@@ -176,7 +176,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     try:
         serving = None
         if settings.web_config_file:
-            from .web.serving import WebServing
+            from collector.web.serving import WebServing
 
             serving = WebServing(Path(settings.web_config_file))
         nvml, simulated = choose_nvml(settings)

@@ -13,19 +13,18 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from collector.counters.file import Counters
+from collector.counters.source import CountersFile, CountersSource
+from collector.errors import ConfigError, NvmlUnavailable
+from collector.exposition import Family, Labels, render_openmetrics, render_text
+from collector.nvml.reader import CycleResult, NvmlReader
+from collector.pods.hpc_jobs import HpcJobs
+from collector.self_metrics import SelfStats, self_families
+from collector.series import device_series, gpu_families
 from common.backoff import Backoff
 
-from .counters import Counters
-from .counters_source import CountersFile, CountersSource
-from .errors import ConfigError, NvmlUnavailable
-from .exposition import Family, Labels, render_openmetrics, render_text
-from .hpc_jobs import HpcJobs
-from .nvml_reader import CycleResult, NvmlReader
-from .self_metrics import SelfStats, self_families
-from .series import device_series, gpu_families
-
 if TYPE_CHECKING:  # imported with -k only: pod attribution brings gRPC (collector-bench.md, memory)
-    from .attribution import Attribution
+    from collector.pods.attribution import Attribution
 
 log = logging.getLogger(__name__)
 

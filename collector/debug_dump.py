@@ -25,8 +25,8 @@ from typing import Any
 
 from aiohttp import web
 
-from .exposition import Family
-from .nvml_device import GpuInfo
+from collector.exposition import Family
+from collector.nvml.device import GpuInfo
 
 log = logging.getLogger(__name__)
 

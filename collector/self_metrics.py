@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
-from .exposition import Family, Labels
+from collector.exposition import Family, Labels
 
 PREFIX = "gpuscale_collector_"
 

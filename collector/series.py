@@ -10,13 +10,13 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from .counters import Counters
-from .event_windows import Samples
-from .exposition import Family, Labels
-from .fields import Values
-from .nvml_device import GpuInfo, MigInstance
-from .nvml_reader import DeviceReading
-from .xid import XID_FIELD, xid_labels
+from collector.counters.file import Counters
+from collector.exposition import Family, Labels
+from collector.nvml.device import GpuInfo, MigInstance
+from collector.nvml.event_windows import Samples
+from collector.nvml.fields import Values
+from collector.nvml.reader import DeviceReading
+from collector.nvml.xid import XID_FIELD, xid_labels
 
 
 @dataclass(frozen=True)

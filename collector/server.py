@@ -7,8 +7,8 @@ from collections.abc import Iterable
 from aiohttp import web
 from aiohttp.typedefs import Middleware
 
-from .collection import Collection
-from .exposition import OPENMETRICS_CONTENT_TYPE, TEXT_CONTENT_TYPE, wants_openmetrics
+from collector.collection import Collection
+from collector.exposition import OPENMETRICS_CONTENT_TYPE, TEXT_CONTENT_TYPE, wants_openmetrics
 
 COLLECTION = web.AppKey("collection", Collection)
 

@@ -15,6 +15,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from importlib import metadata
 
+from collector.counters.configmap import ConfigMapRef, parse_configmap_ref
+from collector.pods.labels import Pattern, parse_allowlist
 from common.flags import (
     FlagError,
     FlagTable,
@@ -27,9 +29,6 @@ from common.flags import (
     optional_text,
     string_list,
 )
-
-from .counters_configmap import ConfigMapRef, parse_configmap_ref
-from .pod_labels import Pattern, parse_allowlist
 
 
 def parse_address(text: str) -> tuple[str, int]:

@@ -17,7 +17,7 @@ from typing import Any
 
 import grpc
 
-from collector.podresources import api_pb2, api_pb2_grpc
+from collector.pods.podresources import api_pb2, api_pb2_grpc
 
 
 @dataclass

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import yaml
 
-from collector.nvml_api import Nvml
-from collector.nvml_device import text
-from collector.simulated import SimulatedNvml
+from collector.nvml.api import Nvml
+from collector.nvml.device import text
+from collector.simulation.nvml import SimulatedNvml
 from demo.deployment import Gpu
 from demo.gpu_work import GpuWork
 from demo.proc_tree import ProcTree, v2_systemd

@@ -51,7 +51,7 @@ class Work(Protocol):
 
 
 class SimulatedWork:
-    """Simulated GPUs: every GPU's busy fraction in the collector's load file (collector/load_file.py)."""
+    """Simulated GPUs: every GPU's busy fraction in the collector's load file (collector/simulation/load_file.py)."""
 
     def __init__(self, path: Path, gpus: Sequence[Gpu]) -> None:
         self.path = path

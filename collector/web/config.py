@@ -16,10 +16,9 @@ from typing import Any
 
 import yaml
 
+from collector.errors import ConfigError
 from common import cipher_suites
 from common.flags import parse_duration
-
-from ..errors import ConfigError
 
 # exporter-toolkit accepts Go's secure suites; None: a TLS 1.3 suite, which neither Go nor Python's ssl lets a server
 # choose. In Go's preference order, its default for TLS 1.0-1.2.

@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from .config import RateLimit
+from collector.web.config import RateLimit
 
 
 class TokenBucket:

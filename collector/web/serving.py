@@ -24,14 +24,13 @@ from pathlib import Path
 from aiohttp import web
 from multidict import CIMultiDict
 
+from collector.errors import ConfigError
+from collector.web.basic_auth import PasswordCheck, credentials
+from collector.web.config import WebConfig, load_web_config
+from collector.web.rate_limit import TokenBucket
+from collector.web.tls import ServerTLS, server_tls, subject_alt_names
 from common.tls_per_connection import PerConnectionContext
 from common.watched_file import WatchedFiles
-
-from ..errors import ConfigError
-from .basic_auth import PasswordCheck, credentials
-from .config import WebConfig, load_web_config
-from .rate_limit import TokenBucket
-from .tls import ServerTLS, server_tls, subject_alt_names
 
 log = logging.getLogger(__name__)
 

@@ -21,10 +21,9 @@ from pathlib import Path
 
 from cryptography import x509
 
+from collector.errors import ConfigError
+from collector.web.config import CIPHERS, CURVES, TLSServerConfig
 from common.log_limit import LogLimit, left_out
-
-from ..errors import ConfigError
-from .config import CIPHERS, CURVES, TLSServerConfig
 
 _VERSIONS = {"TLS10": "TLSv1", "TLS11": "TLSv1_1", "TLS12": "TLSv1_2", "TLS13": "TLSv1_3"}
 _VERIFY = {

@@ -3,8 +3,8 @@ from collections.abc import Callable
 import pytest
 
 from collector.collection import Collection
-from collector.nvml_api import Nvml
-from collector.nvml_reader import NvmlReader
+from collector.nvml.api import Nvml
+from collector.nvml.reader import NvmlReader
 from tests.fakes.nvml_trace import ReplayNvml
 
 

@@ -6,14 +6,14 @@ from pathlib import Path
 
 import pytest
 
-from collector.attribution import Attribution
-from collector.cgroups import CgroupReader
 from collector.collection import Collection
-from collector.nvml_api import Nvml
-from collector.nvml_reader import NvmlReader
-from collector.pod_resources import PodResourcesClient, PodResourcesWatcher
-from collector.process_sampler import ProcessSampler
-from collector.simulated import SimulatedNvml
+from collector.nvml.api import Nvml
+from collector.nvml.reader import NvmlReader
+from collector.pods.attribution import Attribution
+from collector.pods.cgroups import CgroupReader
+from collector.pods.pod_resources import PodResourcesClient, PodResourcesWatcher
+from collector.pods.process_sampler import ProcessSampler
+from collector.simulation.nvml import SimulatedNvml
 from tests.collector.conftest import sample
 from tests.fakes import proc_tree
 from tests.fakes.nvml_trace import ReplayNvml

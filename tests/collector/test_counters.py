@@ -2,9 +2,9 @@ from pathlib import Path
 
 import pytest
 
-from collector import counters
+from collector.counters import file as counters
 from collector.errors import ConfigError
-from collector.fields import FIELDS
+from collector.nvml.fields import FIELDS
 
 USER_FILE = """\
 # Format

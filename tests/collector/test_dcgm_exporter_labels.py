@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from collector.simulated import SimulatedNvml
+from collector.simulation.nvml import SimulatedNvml
 from tests.fakes.kube_apiserver import FakeKubeAPIServer
 from tests.fakes.pod_resources_server import DraClaim, FakePod, PodResourcesServer, gpu_pod
 from tests.support.prometheus import free_port, run_prometheus

@@ -11,7 +11,7 @@ import pytest
 
 from collector.debug_dump import Dumper
 from collector.exposition import Family
-from collector.nvml_device import GpuInfo
+from collector.nvml.device import GpuInfo
 from tests.collector.collector_process import running_collector, scrape
 
 GPU = GpuInfo(index=0, uuid="GPU-1", pci_bus_id="00000000:19:00.0", minor=0, model="NVIDIA H200")

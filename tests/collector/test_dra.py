@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from collector.device_ids import DeviceRef
-from collector.pod_resources import Owner, PodResourcesClient
-from collector.resource_slices import DraDevice, devices_of
+from collector.pods.device_ids import DeviceRef
+from collector.pods.pod_resources import Owner, PodResourcesClient
+from collector.pods.resource_slices import DraDevice, devices_of
 from tests.fakes.pod_resources_server import DraClaim, FakePod, PodResourcesServer, gpu_pod
 
 GPU0 = "GPU-8265e87e-95f8-2238-161a-22c2ab522eda"

@@ -15,11 +15,11 @@ from types import SimpleNamespace
 import pynvml
 import pytest
 
-from collector.event_windows import CLOCK_EVENTS_COUNT, XID_COUNT, EventWindow
-from collector.fields import FIELDS, LABEL_FIELDS, NVLINK_TOTAL, nvlink_field
-from collector.nvml_api import EventData, EventSet, Handle
-from collector.nvml_reader import NvmlReader
-from collector.simulated import SimulatedNvml
+from collector.nvml.api import EventData, EventSet, Handle
+from collector.nvml.event_windows import CLOCK_EVENTS_COUNT, XID_COUNT, EventWindow
+from collector.nvml.fields import FIELDS, LABEL_FIELDS, NVLINK_TOTAL, nvlink_field
+from collector.nvml.reader import NvmlReader
+from collector.simulation.nvml import SimulatedNvml
 from tests.fakes.nvml_trace import ReplayNvml
 from tests.support.prometheus import free_port, run_prometheus
 

@@ -9,9 +9,9 @@ import pynvml
 import pytest
 
 from collector.collection import Collection
-from collector.gpu_watch import BindWatch, SysfsGpus
-from collector.nvml_reader import NvmlReader
-from collector.simulated import SimulatedNvml
+from collector.nvml.gpu_watch import BindWatch, SysfsGpus
+from collector.nvml.reader import NvmlReader
+from collector.simulation.nvml import SimulatedNvml
 from tests.collector.collector_process import running_collector, scrape
 
 UTIL = "DCGM_FI_DEV_GPU_UTIL, gauge, u\n"

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from collector.hpc_jobs import HpcJobs
+from collector.pods.hpc_jobs import HpcJobs
 from collector.series import Series
 
 GPU0 = (("gpu", "0"), ("UUID", "GPU-0"))

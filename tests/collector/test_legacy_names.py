@@ -3,11 +3,11 @@
 from pathlib import Path
 
 import pytest
+from collector.counters.legacy_names import LEGACY_FIELDS, OLD_NAMESPACE_LABELS
 
-from collector import counters
-from collector.counters import Counters
+from collector.counters import file as counters
+from collector.counters.file import Counters
 from collector.exposition import Family
-from collector.legacy_names import LEGACY_FIELDS, OLD_NAMESPACE_LABELS
 from collector.series import Series, gpu_families
 from tests.collector.collector_process import running_collector
 from tests.fakes.pod_resources_server import PodResourcesServer, gpu_pod

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from collector.errors import ConfigError
-from collector.load_file import KEEP, LoadFile, parse_loads
-from collector.simulation_spec import load_spec
+from collector.simulation.load_file import KEEP, LoadFile, parse_loads
+from collector.simulation.spec import load_spec
 
 
 def rewrite(path: Path, text: str) -> None:

@@ -2,8 +2,8 @@
 
 import pynvml
 
-from collector.fields import GPM_METRICS, SAMPLED_READINGS
-from collector.nvml_api import Nvml
+from collector.nvml.api import Nvml
+from collector.nvml.fields import GPM_METRICS, SAMPLED_READINGS
 
 
 def declared() -> set[str]:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from collector.pod_directory import KubePodDirectory
+from collector.pods.directory import KubePodDirectory
 from tests.fakes.kube_apiserver import FakeKubeAPIServer
 
 

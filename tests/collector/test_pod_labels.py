@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from collector.pod_directory import KubePodDirectory, PodMeta
-from collector.pod_labels import PodLabelFilter, parse_allowlist, sanitize
+from collector.pods.directory import KubePodDirectory, PodMeta
+from collector.pods.labels import PodLabelFilter, parse_allowlist, sanitize
 from tests.fakes.kube_apiserver import FakeKubeAPIServer
 
 

@@ -9,10 +9,10 @@ from pathlib import Path
 import grpc
 import pytest
 
-from collector.cgroups import CgroupReader, parse_pod_uid
-from collector.device_ids import DeviceRef, parse_device_id
 from collector.errors import PodResourcesError, ProcessGone
-from collector.pod_resources import Owner, PodResourcesClient, PodResourcesWatcher
+from collector.pods.cgroups import CgroupReader, parse_pod_uid
+from collector.pods.device_ids import DeviceRef, parse_device_id
+from collector.pods.pod_resources import Owner, PodResourcesClient, PodResourcesWatcher
 from tests.fakes import proc_tree
 from tests.fakes.pod_resources_server import FakePod, PodResourcesServer, gpu_pod
 

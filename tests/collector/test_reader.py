@@ -6,8 +6,8 @@ import pynvml
 import pytest
 
 from collector.errors import NvmlReadError
-from collector.fields import FIELDS
-from collector.nvml_reader import NvmlReader
+from collector.nvml.fields import FIELDS
+from collector.nvml.reader import NvmlReader
 from tests.fakes.nvml_trace import ReplayNvml
 
 ALL = frozenset(FIELDS)

@@ -5,7 +5,7 @@ from aiohttp.test_utils import TestClient
 from prometheus_client.openmetrics.parser import text_string_to_metric_families as parse_openmetrics
 
 from collector.collection import Collection
-from collector.nvml_reader import NvmlReader
+from collector.nvml.reader import NvmlReader
 from collector.server import create_app
 from tests.fakes.nvml_trace import ReplayNvml
 

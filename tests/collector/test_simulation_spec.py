@@ -4,7 +4,7 @@ import pytest
 import yaml
 
 from collector.errors import ConfigError
-from collector.simulation_spec import load_spec, parse_spec
+from collector.simulation.spec import load_spec, parse_spec
 
 SPEC = """
 gpus: 4

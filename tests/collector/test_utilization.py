@@ -1,4 +1,4 @@
-"""Utilization is the busy fraction of the collection interval, not one short sample (collector/utilization.py)."""
+"""Utilization is the busy fraction of the collection interval, not one short sample (collector/nvml/utilization.py)."""
 
 import random
 import statistics
@@ -6,9 +6,9 @@ import statistics
 import pynvml
 import pytest
 
-from collector.nvml_reader import NvmlReader
-from collector.simulated import SimulatedNvml
-from collector.utilization import SampleWindow, UtilizationSampler
+from collector.nvml.reader import NvmlReader
+from collector.nvml.utilization import SampleWindow, UtilizationSampler
+from collector.simulation.nvml import SimulatedNvml
 from tests.collector.conftest import sample
 from tests.fakes.nvml_trace import ReplayNvml
 

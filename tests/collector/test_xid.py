@@ -7,9 +7,9 @@ import pynvml
 import pytest
 
 from collector.collection import Collection
-from collector.nvml_api import EventData, EventSet
-from collector.simulated import SimulatedNvml
-from collector.xid import xid_labels
+from collector.nvml.api import EventData, EventSet
+from collector.nvml.xid import xid_labels
+from collector.simulation.nvml import SimulatedNvml
 
 
 @pytest.mark.parametrize(

@@ -71,7 +71,7 @@ def test_the_build_context_is_the_package_sources_only() -> None:
     for package in PROJECT["scripts"].values():
         module = package.partition(":")[0].replace(".", "/") + ".py"
         assert module in files, f"{module} is not in the build context"
-    assert "collector/default-counters.csv" in files
+    assert "collector/counters/default-counters.csv" in files
     assert "adapter/default-rules.yaml" in files
     assert not [f for f in files if f.startswith(("tests/", ".venv/", ".git/")) or "__pycache__" in f]
     # the demo's stand-ins (a fake API server with a fixed token, a fake kubelet) must never ship
@@ -82,7 +82,7 @@ def test_the_dockerignore_reading_can_leave_files_out() -> None:
     assert not IGNORE.in_context("tests/deploy/test_dockerfile.py")
     assert not IGNORE.in_context("collector/__pycache__/cli.cpython-311.pyc")
     assert not IGNORE.in_context("Makefile")
-    assert IGNORE.in_context("collector/podresources/api_pb2.py")
+    assert IGNORE.in_context("collector/pods/podresources/api_pb2.py")
 
 
 def test_it_ends_as_the_unprivileged_user_the_adapter_runs_as() -> None:
@@ -153,6 +153,10 @@ def test_the_wheel_builds_from_the_build_context(tmp_path: Path) -> None:
         entry_points = next(z.read(n).decode() for n in names if n.endswith(".dist-info/entry_points.txt"))
     for script, target in PROJECT["scripts"].items():
         assert f"{script} = {target}" in entry_points
-    for data in ("collector/default-counters.csv", "adapter/default-rules.yaml", "collector/podresources/api_pb2.py"):
+    for data in (
+        "collector/counters/default-counters.csv",
+        "adapter/default-rules.yaml",
+        "collector/pods/podresources/api_pb2.py",
+    ):
         assert data in names, f"{data} is missing from the wheel"
     assert not [n for n in names if n.startswith(("demo/", "tests/"))], "stand-ins are in the wheel"

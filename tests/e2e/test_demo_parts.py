@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from collector.simulated import SimulatedNvml
+from collector.simulation.nvml import SimulatedNvml
 from demo.console import Console
 from demo.deployment import Deployment, Gpu
 from demo.gpu_work import GpuWork

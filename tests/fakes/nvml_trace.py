@@ -23,7 +23,7 @@ from typing import Any
 
 import pynvml
 
-from collector.simulated import GpmMetricsRequest
+from collector.simulation.nvml import GpmMetricsRequest
 
 TRACE_DIR = Path(__file__).parent / "traces"
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collector.pod_directory import PodMeta
+from collector.pods.directory import PodMeta
 
 
 class StaticPodDirectory:

@@ -23,8 +23,8 @@ import pynvml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from collector.fields import FIELDS, LABEL_FIELDS
-from collector.nvml_reader import NvmlReader
+from collector.nvml.fields import FIELDS, LABEL_FIELDS
+from collector.nvml.reader import NvmlReader
 from tests.fakes.nvml_trace import RecordingNvml
 
 ALL_FIELDS = frozenset(FIELDS)

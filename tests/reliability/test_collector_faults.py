@@ -9,12 +9,12 @@ import pynvml
 from prometheus_client.openmetrics.parser import text_string_to_metric_families as parse_openmetrics
 from prometheus_client.parser import text_string_to_metric_families as parse_text
 
-from collector.attribution import Attribution
-from collector.cgroups import CgroupReader
 from collector.collection import Collection
-from collector.nvml_reader import NvmlReader
-from collector.pod_resources import PodResourcesClient, PodResourcesWatcher
-from collector.process_sampler import ProcessSampler
+from collector.nvml.reader import NvmlReader
+from collector.pods.attribution import Attribution
+from collector.pods.cgroups import CgroupReader
+from collector.pods.pod_resources import PodResourcesClient, PodResourcesWatcher
+from collector.pods.process_sampler import ProcessSampler
 from demo.kubelet import PodResourcesServer, gpu_pod
 from demo.proc_tree import ProcTree, v2_systemd
 from tests.fakes.nvml_trace import ReplayNvml

@@ -15,10 +15,10 @@ from adapter.config.rules import parse_rules
 from adapter.errors import AdapterError, RequestError
 from adapter.query.quantity import format_quantity
 from adapter.query.selectors import parse_selector
-from collector import counters
-from collector.device_ids import parse_device_id
+from collector.counters import file as counters
 from collector.errors import ConfigError as CollectorConfigError
 from collector.exposition import Family, render_openmetrics, render_text
+from collector.pods.device_ids import parse_device_id
 from demo.kube_wire import parse_quantity
 
 settings.register_profile("thorough", max_examples=5000, deadline=None)

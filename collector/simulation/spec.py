@@ -12,9 +12,9 @@ from typing import Any
 
 import yaml
 
-from .errors import ConfigError
-from .load_file import LoadFile
-from .simulated import LoadCurve, SimulatedNvml, default_load
+from collector.errors import ConfigError
+from collector.simulation.load_file import LoadFile
+from collector.simulation.nvml import LoadCurve, SimulatedNvml, default_load
 
 
 @dataclass(frozen=True)
@@ -28,7 +28,7 @@ class SimulationSpec:
     load: {0: [[0, 0.05], [20, 0.95], [60, 0.95], [70, 0.05]]}   # GPU index → [seconds, load] points
     repeat: 90                              # the script starts over after this many seconds (optional)
     period: 0.5                             # busy for load x period of every period; or {GPU index: seconds}
-    load_file: loads.yaml                   # {GPU index: load} that another program rewrites (collector/load_file.py)
+    load_file: loads.yaml                   # {GPU index: load} that another program rewrites (simulation/load_file.py)
     absent: {1: [[30, 60]]}                 # GPU index → [from, until) seconds it is unbound from the driver
     ```
     GPUs without a script follow ``default_load``; load between points is interpolated linearly. Without a period

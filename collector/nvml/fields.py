@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from .event_windows import CLOCK_EVENTS_COUNT, XID_COUNT
-from .label_fields import LABEL_FIELDS as LABEL_FIELDS
+from collector.nvml.event_windows import CLOCK_EVENTS_COUNT, XID_COUNT
+from collector.nvml.label_fields import LABEL_FIELDS as LABEL_FIELDS
 
 MetricType = Literal["gauge", "counter"]
 Values = dict[str, float]

@@ -15,7 +15,7 @@ import time
 from collections import Counter, deque
 from collections.abc import Callable, Iterable
 
-from .exposition import Labels
+from collector.exposition import Labels
 
 XID_COUNT = "DCGM_EXP_XID_ERRORS_COUNT"
 CLOCK_EVENTS_COUNT = "DCGM_EXP_CLOCK_EVENTS_COUNT"

@@ -19,10 +19,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from . import counters
-from .counters import Counters
-from .errors import ConfigError
-from .kube_client import api_client
+from collector.counters import file as counters
+from collector.counters.file import Counters
+from collector.errors import ConfigError
+from collector.kube.client import api_client
 
 log = logging.getLogger(__name__)
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import contextlib
 
-from .fields import GPM_METRICS, Values
-from .nvml_api import Handle, Nvml
+from collector.nvml.api import Handle, Nvml
+from collector.nvml.fields import GPM_METRICS, Values
 
 
 def gpm_supported(nvml: Nvml, handle: Handle) -> bool:

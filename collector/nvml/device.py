@@ -7,14 +7,14 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
-from .event_windows import CLOCK_EVENTS, CLOCK_EVENTS_COUNT, XID_COUNT, EventWindow, Samples, clock_events
-from .fields import FIELDS, GPM, NVLINK, NVLINK_FIELDS, P2P_FIELD, XID, Values
-from .gpm import GpmSampler, gpm_supported
-from .label_fields import GPU_LABELS
-from .nvlink import NvLinkThroughput, active_links, p2p_samples
-from .nvml_api import Handle, Nvml, Text
-from .utilization import UtilizationSampler
-from .xid import XidWatcher
+from collector.nvml.api import Handle, Nvml, Text
+from collector.nvml.event_windows import CLOCK_EVENTS, CLOCK_EVENTS_COUNT, XID_COUNT, EventWindow, Samples, clock_events
+from collector.nvml.fields import FIELDS, GPM, NVLINK, NVLINK_FIELDS, P2P_FIELD, XID, Values
+from collector.nvml.gpm import GpmSampler, gpm_supported
+from collector.nvml.label_fields import GPU_LABELS
+from collector.nvml.nvlink import NvLinkThroughput, active_links, p2p_samples
+from collector.nvml.utilization import UtilizationSampler
+from collector.nvml.xid import XidWatcher
 
 
 @dataclass(frozen=True)

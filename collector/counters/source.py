@@ -10,10 +10,9 @@ import logging
 from pathlib import Path
 from typing import Protocol
 
+from collector.counters import file as counters
+from collector.counters.file import Counters
 from common.watched_file import WatchedFiles
-
-from . import counters
-from .counters import Counters
 
 log = logging.getLogger(__name__)
 

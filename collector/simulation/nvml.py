@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 import pynvml
 
-from .nvml_api import (
+from collector.nvml.api import (
     EventData,
     EventSet,
     FieldValue,

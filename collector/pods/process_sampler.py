@@ -16,8 +16,8 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from typing import Protocol
 
-from .errors import NvmlReadError
-from .nvml_reader import ProcessSample
+from collector.errors import NvmlReadError
+from collector.nvml.reader import ProcessSample
 
 log = logging.getLogger(__name__)
 

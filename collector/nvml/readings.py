@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
-from .event_windows import CLOCK_EVENTS_COUNT
-from .fields import MIB, Values
-from .nvml_api import Handle, Nvml
+from collector.nvml.api import Handle, Nvml
+from collector.nvml.event_windows import CLOCK_EVENTS_COUNT
+from collector.nvml.fields import MIB, Values
 
 Reading = Callable[[Nvml, Handle], Values]
 

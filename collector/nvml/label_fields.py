@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from .nvml_api import Handle, Nvml, Text
+from collector.nvml.api import Handle, Nvml, Text
 
 SYSTEM_LABELS: dict[str, Callable[[Nvml], Text]] = {
     "DCGM_FI_DRIVER_VERSION": lambda nvml: nvml.nvmlSystemGetDriverVersion(),

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import contextlib
 
-from .nvml_api import Handle, Nvml
+from collector.nvml.api import Handle, Nvml
 
 XID_FIELD = "DCGM_FI_DEV_XID_ERRORS"
 UNKNOWN_XID = "Unknown Error"

@@ -13,13 +13,13 @@ import logging
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
-from .errors import NvmlReadError, NvmlUnavailable
-from .event_windows import CLOCK_EVENTS_COUNT, XID_COUNT, Samples
-from .fields import FIELDS, GPM, NVLINK, P2P, P2P_FIELD, SAMPLED_READINGS, SLOW_READINGS, XID, Values
-from .label_fields import SYSTEM_LABELS
-from .nvml_api import Nvml
-from .nvml_device import Device, GpuInfo, MigInstance, error_kind, text
-from .readings import READINGS
+from collector.errors import NvmlReadError, NvmlUnavailable
+from collector.nvml.api import Nvml
+from collector.nvml.device import Device, GpuInfo, MigInstance, error_kind, text
+from collector.nvml.event_windows import CLOCK_EVENTS_COUNT, XID_COUNT, Samples
+from collector.nvml.fields import FIELDS, GPM, NVLINK, P2P, P2P_FIELD, SAMPLED_READINGS, SLOW_READINGS, XID, Values
+from collector.nvml.label_fields import SYSTEM_LABELS
+from collector.nvml.readings import READINGS
 
 log = logging.getLogger(__name__)
 

@@ -12,10 +12,10 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 
-from .event_windows import Samples
-from .fields import NVLINK_LINKS, NVLINK_TOTAL, Values, nvlink_field
-from .nvml_api import Handle, Nvml
-from .readings import typed_value
+from collector.nvml.api import Handle, Nvml
+from collector.nvml.event_windows import Samples
+from collector.nvml.fields import NVLINK_LINKS, NVLINK_TOTAL, Values, nvlink_field
+from collector.nvml.readings import typed_value
 
 ALL_LINKS = 0xFFFFFFFF  # NVML's scope for every link of the GPU together
 

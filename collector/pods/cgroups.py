@@ -12,7 +12,7 @@ import logging
 import re
 from pathlib import Path
 
-from .errors import ProcessGone
+from collector.errors import ProcessGone
 
 log = logging.getLogger(__name__)
 

@@ -19,12 +19,11 @@ from typing import Any, Protocol
 
 import grpc
 
+from collector.errors import PodResourcesError
+from collector.pods.device_ids import DeviceRef, parse_device_id
+from collector.pods.podresources import api_pb2, api_pb2_grpc
+from collector.pods.resource_slices import GPU_DRIVER, DraDevice
 from common.log_limit import LogLimit, left_out
-
-from .device_ids import DeviceRef, parse_device_id
-from .errors import PodResourcesError
-from .podresources import api_pb2, api_pb2_grpc
-from .resource_slices import GPU_DRIVER, DraDevice
 
 log = logging.getLogger(__name__)
 

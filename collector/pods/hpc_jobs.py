@@ -19,10 +19,9 @@ from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
+from collector.series import Series
 from common.log_limit import LogLimit, left_out
 from common.watched_file import Stamp
-
-from .series import Series
 
 log = logging.getLogger(__name__)
 

@@ -12,8 +12,8 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from .kube_watch import KubeWatch, Object
-from .pod_labels import Labels, PodLabelFilter
+from collector.kube.watch import KubeWatch, Object
+from collector.pods.labels import Labels, PodLabelFilter
 
 
 @dataclass(frozen=True)

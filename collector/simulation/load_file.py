@@ -18,10 +18,9 @@ from typing import Any
 
 import yaml
 
+from collector.errors import ConfigError
+from collector.simulation.nvml import LoadCurve
 from common.watched_file import WatchedFiles
-
-from .errors import ConfigError
-from .simulated import LoadCurve
 
 log = logging.getLogger(__name__)
 

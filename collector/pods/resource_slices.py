@@ -16,9 +16,9 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from .device_ids import DeviceRef
-from .kube_watch import KubeWatch, Object
-from .pod_labels import Labels
+from collector.kube.watch import KubeWatch, Object
+from collector.pods.device_ids import DeviceRef
+from collector.pods.labels import Labels
 
 log = logging.getLogger(__name__)
 

@@ -16,9 +16,8 @@ from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
+from collector.kube import client as kube_client
 from common.list_watch import Restart, list_watch
-
-from . import kube_client
 
 log = logging.getLogger(__name__)
 

@@ -22,9 +22,9 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterable
 
-from .fields import SAMPLED_READINGS, SampledReading
-from .nvml_api import Handle, Nvml
-from .readings import READINGS, typed_value
+from collector.nvml.api import Handle, Nvml
+from collector.nvml.fields import SAMPLED_READINGS, SampledReading
+from collector.nvml.readings import READINGS, typed_value
 
 log = logging.getLogger(__name__)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from .errors import ConfigError
+from collector.errors import ConfigError
 
 
 async def api_client(kubeconfig: str | None) -> Any:

@@ -16,15 +16,15 @@ from collections import Counter
 from collections.abc import Iterable
 from typing import Protocol
 
-from .cgroups import CgroupReader
-from .errors import ProcessGone
-from .exposition import Family, Labels
-from .nvml_reader import CycleResult, DeviceReading
-from .pod_directory import PodDirectory
-from .pod_resources import Assignment, Owner, PodResourcesWatcher
-from .process_sampler import ProcessSampler
-from .self_metrics import PREFIX
-from .series import Series, gpu_labels, instance_labels
+from collector.errors import ProcessGone
+from collector.exposition import Family, Labels
+from collector.nvml.reader import CycleResult, DeviceReading
+from collector.pods.cgroups import CgroupReader
+from collector.pods.directory import PodDirectory
+from collector.pods.pod_resources import Assignment, Owner, PodResourcesWatcher
+from collector.pods.process_sampler import ProcessSampler
+from collector.self_metrics import PREFIX
+from collector.series import Series, gpu_labels, instance_labels
 
 GPU_UTIL = "DCGM_FI_DEV_GPU_UTIL"
 FB_USED = "DCGM_FI_DEV_FB_USED"

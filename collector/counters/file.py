@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-from .errors import ConfigError
-from .fields import FIELDS, LABEL_FIELDS, MetricType, without_dcgm
-from .legacy_names import LEGACY_FIELDS
+from collector.counters.legacy_names import LEGACY_FIELDS
+from collector.errors import ConfigError
+from collector.nvml.fields import FIELDS, LABEL_FIELDS, MetricType, without_dcgm
 
 DEFAULT_FILE = "default-counters.csv"
 _TYPES: dict[str, MetricType | None] = {

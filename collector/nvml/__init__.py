@@ -1,0 +1,1 @@
+"""Reading the GPUs: every NVML call, per device and field, with the state kept between cycles."""

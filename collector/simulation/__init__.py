@@ -1,0 +1,1 @@
+"""Simulated GPUs behind the same NVML protocol, for machines without one."""
