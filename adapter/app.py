@@ -14,16 +14,16 @@ from collections.abc import AsyncIterator, Sequence
 from aiohttp import web
 from aiohttp.typedefs import Middleware
 
-from adapter.api import handlers
-from adapter.api.health import STOPPING
 from adapter.backends.auth_api import AuthAPI
 from adapter.backends.kube_api import KubeMetadataAPI
 from adapter.components import COMPONENTS, components
-from adapter.config.settings import Settings
 from adapter.freshness import DEFAULT_TIMING, Timing
+from adapter.http import handlers
+from adapter.http.health import STOPPING
 from adapter.security import auth
 from adapter.security.tls import ServingTLS
 from adapter.self_metrics import AdapterMetrics
+from adapter.settings import Settings
 from adapter.supervisor import polled, start, stop
 
 SETTINGS = web.AppKey("settings", Settings)
@@ -44,7 +44,9 @@ async def _components_ctx(app: web.Application) -> AsyncIterator[None]:
 
 async def _security_ctx(app: web.Application) -> AsyncIterator[None]:
     settings, metrics, timing = app[SETTINGS], app[METRICS], app[TIMING]
-    async with auth.security(settings, metrics, app.get(AUTH_API), app.get(SERVING), timing) as security:
+    async with auth.security(
+        settings.auth, settings.config_check_interval, metrics, app.get(AUTH_API), app.get(SERVING), timing
+    ) as security:
         app[auth.SECURITY] = security
         tasks = start(security.background(), metrics, timing)
         yield

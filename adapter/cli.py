@@ -18,16 +18,16 @@ import sys
 import urllib.parse
 from collections.abc import Sequence
 
-from adapter.api.explain import explain, render_text
-from adapter.api.health import STOPPING
 from adapter.app import create_app
 from adapter.components import COMPONENTS, components
-from adapter.config.flags import FLAGS
-from adapter.config.settings import Settings, parse_settings, usage
 from adapter.errors import AdapterError, ConfigError
+from adapter.flags import FLAGS
+from adapter.http.health import STOPPING
+from adapter.provider.explain import explain, render_text
 from adapter.security import tls
 from adapter.security.auth import DISABLED_WARNING
 from adapter.serving import connections, server_log
+from adapter.settings import Settings, parse_settings, usage
 from common import event_loop
 
 log = logging.getLogger("adapter")
@@ -47,8 +47,15 @@ def _logging(verbosity: int) -> None:
 SWITCH_INTERVAL = 0.0005  # seconds a thread holds the GIL while another waits for it (Python's default: 0.005)
 
 
+def serving_tls(settings: Settings) -> tls.ServingTLS | None:
+    """The serving certificate; None for plain HTTP (--insecure-serve-http), which needs none."""
+    if settings.insecure_serve_http:
+        return None
+    return tls.serving_tls(settings.tls, request_certs=not settings.insecure_disable_auth)
+
+
 async def _serve(settings: Settings, limits: connections.Limits) -> None:
-    serving = tls.serving_tls(settings)
+    serving = serving_tls(settings)
     ssl_context = serving.context if serving else None
     if settings.insecure_disable_auth:
         log.warning("%s", DISABLED_WARNING)

@@ -13,11 +13,9 @@ from dataclasses import dataclass
 import aiohttp
 from aiohttp import web
 
-from adapter.api.discovery import Discovery
-from adapter.api.provider import Provider
-from adapter.api.resource_metrics import ResourceMetrics
 from adapter.backends import prometheus_auth
 from adapter.backends.api_resources import ApiDiscovery
+from adapter.backends.backend_specs import DEFAULT
 from adapter.backends.kube_api import KubeMetadataAPI, KubernetesMetadataAPI
 from adapter.backends.kube_cache import ObjectLister
 from adapter.backends.prometheus import (
@@ -29,12 +27,14 @@ from adapter.backends.prometheus import (
 )
 from adapter.backends.prometheus_backends import Backends, backend_config
 from adapter.backends.rest_mapper import RestMapper
-from adapter.config.backends import DEFAULT
 from adapter.config.rules_file import RulesFile
-from adapter.config.settings import Settings
 from adapter.freshness import DEFAULT_TIMING, Timing
+from adapter.provider.discovery import Discovery
+from adapter.provider.provider import Provider
+from adapter.provider.resource_metrics import ResourceMetrics
 from adapter.self_metrics import AdapterMetrics
 from adapter.serving.heap import malloc_trim
+from adapter.settings import Settings
 from adapter.single_flight import SingleFlightCache
 from adapter.supervisor import Work, polled, start
 
@@ -110,7 +110,9 @@ async def components(
     session: aiohttp.ClientSession | None = None
     owned_kube = kube_api is None
     if prometheus is None:
-        config, credentials = await prometheus_auth.resolve(settings)
+        config, credentials = await prometheus_auth.resolve(
+            settings.prometheus, settings.prometheus_auth_incluster, settings.prometheus_auth_config
+        )
         session = make_session(config)  # the backends share their TLS settings, so one session serves them all
         configs = [config, *(backend_config(config, spec) for spec in settings.backends)]
         backends = Backends({c.backend: PrometheusClient(session, c, metrics, credentials) for c in configs})

@@ -1,4 +1,4 @@
-"""Resident memory across relists, with and without trimming the C heap after each (adapter/api/discovery.py).
+"""Resident memory across relists, with and without trimming the C heap after each (adapter/provider/discovery.py).
 
 Each round reads what one relist of the built-in rules reads at 16,000 GPUs: 9 series listings of 16,000 series
 with the collector's labels, each arriving in 64 KB pieces on the event loop and parsed in a worker thread (the
@@ -25,7 +25,7 @@ from adapter.serving.heap import malloc_trim  # noqa: E402
 from bench.adapter_bench import machine  # noqa: E402
 
 LISTINGS = 9
-PARALLEL = 4  # adapter/api/relist.py PARALLEL_REQUESTS
+PARALLEL = 4  # adapter/provider/relist.py PARALLEL_REQUESTS
 PIECE = 64 * 1024
 
 

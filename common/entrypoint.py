@@ -30,7 +30,7 @@ def _spellings(table_flags: Sequence[Sequence[str]]) -> set[str]:
 
 def adapter_only_flags() -> set[str]:
     """Every spelling of a flag that the adapter has and the collector has not."""
-    from adapter.config.flags import FLAGS as ADAPTER
+    from adapter.flags import FLAGS as ADAPTER
     from collector.settings import FLAGS as COLLECTOR
 
     adapter = _spellings([f.names for f in ADAPTER.flags.values()])

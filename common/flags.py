@@ -43,6 +43,18 @@ def flag(*names: str, help: str, **options: Any) -> Flag:
     return Flag(names, help, **options)
 
 
+def parsed_default(f: Flag) -> Any:
+    return None if f.default is None else f.parse(f.default)
+
+
+def defaults_of(flags: Sequence[Flag]) -> Callable[[str], Any]:
+    """The parsed default of one of ``flags``, by its long name: what a settings dataclass's field starts as. A
+    package declares the flags of its own settings and takes their defaults from them; the program's table joins
+    every package's flags."""
+    by_long = {f.long: f for f in flags}
+    return lambda long: parsed_default(by_long[long])
+
+
 class FlagTable:
     def __init__(self, prog: str, description: str, env_prefix: str, flags: Sequence[Flag], version: str = "") -> None:
         """``version``: when given, ``-v``/``--version`` prints ``<prog> version <version>`` and exits 0, as Go
@@ -57,8 +69,7 @@ class FlagTable:
         return (self.env_prefix + f.long.upper().replace("-", "_"), *f.env)
 
     def default(self, long: str) -> Any:
-        f = self.flags[long]
-        return None if f.default is None else f.parse(f.default)
+        return parsed_default(self.flags[long])
 
     def describe(self, long: str) -> str:
         """``--flag (or VARIABLE, ...)``: how error messages name a setting."""

@@ -1,1 +1,1 @@
-"""The served APIs: routes, handlers, discovery, the provider that answers, objects, OpenAPI, explain."""
+"""The served APIs' wire types: request paths, the objects answered (metric values, discovery, Status), OpenAPI."""

@@ -9,14 +9,36 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable
-from typing import Literal, NotRequired, TypedDict
+from typing import Literal, NamedTuple, NotRequired, TypedDict
 
 from adapter.api.objects import APIResourceList, ListMeta, timestamp
 from adapter.api.paths import RESOURCE_GROUP
-from adapter.api.resource_metrics import NodeUsage, PodUsage, Usage
 from adapter.backends.kube_api import ObjectMeta
 
 API_VERSION = f"{RESOURCE_GROUP}/v1beta1"
+
+
+# what the provider measured, per object; the functions below write it as the API does
+class Usage(NamedTuple):
+    cpu: str
+    memory: str
+
+
+class ContainerUsage(NamedTuple):
+    name: str
+    usage: Usage
+
+
+class PodUsage(NamedTuple):
+    meta: ObjectMeta
+    timestamp: float
+    containers: tuple[ContainerUsage, ...]
+
+
+class NodeUsage(NamedTuple):
+    meta: ObjectMeta
+    timestamp: float
+    usage: Usage
 
 
 class ResourceList(TypedDict):

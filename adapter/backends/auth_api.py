@@ -18,9 +18,11 @@ from typing import Any, Literal, Protocol, Required, TypedDict
 import aiohttp
 
 from adapter.backends.kube_client import KubeClient, status_reason
-from adapter.config.flags import CONFIGMAP, CONFIGMAP_NAME, CONFIGMAP_NAMESPACE
 from adapter.errors import KubernetesError, ReviewError
 
+# where kube-apiserver publishes the client CAs for extension API servers (DESIGN §3.4)
+CONFIGMAP_NAMESPACE, CONFIGMAP_NAME = "kube-system", "extension-apiserver-authentication"
+CONFIGMAP = f"ConfigMap {CONFIGMAP_NAMESPACE}/{CONFIGMAP_NAME}"
 TOKEN_REVIEWS = "/apis/authentication.k8s.io/v1/tokenreviews"
 ACCESS_REVIEWS = "/apis/authorization.k8s.io/v1/subjectaccessreviews"
 _CONFIGMAPS = f"/api/v1/namespaces/{CONFIGMAP_NAMESPACE}/configmaps"

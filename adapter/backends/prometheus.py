@@ -27,12 +27,12 @@ from typing import Any, Protocol, TypeVar
 
 import aiohttp
 
+from adapter.backends.backend_specs import DEFAULT
+from adapter.backends.flags import default, show_bytes
 from adapter.backends.prometheus_answer import QueryResult as QueryResult
 from adapter.backends.prometheus_answer import Reply, SeriesShapes, names_reply, query_reply, series_reply
 from adapter.backends.prometheus_answer import Sample as Sample
 from adapter.backends.prometheus_warnings import TRUNCATED, Remarks
-from adapter.config.backends import DEFAULT
-from adapter.config.flags import default, show_bytes
 from adapter.errors import AnswerTooLarge, BadAnswer, MalformedAnswer, PrometheusError, QueryError
 from adapter.self_metrics import AdapterMetrics
 from common.watched_file import WatchedFiles

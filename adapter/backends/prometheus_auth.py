@@ -25,7 +25,6 @@ from typing import Any
 
 from adapter.backends import kubeconfig
 from adapter.backends.prometheus import Credential, PrometheusConfig
-from adapter.config.settings import Settings
 from adapter.errors import ConfigError
 
 log = logging.getLogger(__name__)
@@ -115,17 +114,19 @@ def _reason(error: Exception, path: Path) -> str:
     return str(error)
 
 
-async def resolve(settings: Settings) -> tuple[PrometheusConfig, KubeconfigCredentials | None]:
-    """The Prometheus connection, and the kubeconfig credentials when --prometheus-auth-config is given (read
-    once here, so that a broken kubeconfig stops the start)."""
-    config = settings.prometheus
-    if settings.prometheus_auth_incluster:
+async def resolve(
+    config: PrometheusConfig, incluster: bool = False, auth_config: Path | None = None
+) -> tuple[PrometheusConfig, KubeconfigCredentials | None]:
+    """The Prometheus connection, with the pod's service-account credentials when ``incluster``
+    (--prometheus-auth-incluster), and the kubeconfig credentials when ``auth_config`` (--prometheus-auth-config) is
+    given (read once here, so that a broken kubeconfig stops the start)."""
+    if incluster:
         supplied: dict[str, Any] = {"token_file": SERVICE_ACCOUNT / "token", "ca_file": SERVICE_ACCOUNT / "ca.crt"}
         explicit = {k: v for k, v in supplied.items() if getattr(config, k) is None}
         return dataclasses.replace(config, **explicit), None
-    if settings.prometheus_auth_config is None:
+    if auth_config is None:
         return config, None
     flags_tls = config.ca_file is not None or config.client_cert_file is not None
-    credentials = KubeconfigCredentials(settings.prometheus_auth_config, use_tls=not flags_tls)
+    credentials = KubeconfigCredentials(auth_config, use_tls=not flags_tls)
     await credentials.start()
     return config, credentials

@@ -10,8 +10,8 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterator, Mapping
 
+from adapter.backends.backend_specs import DEFAULT, BackendSpec
 from adapter.backends.prometheus import PrometheusAPI, PrometheusConfig
-from adapter.config.backends import DEFAULT, BackendSpec
 
 
 class Backends(Mapping[str, PrometheusAPI]):

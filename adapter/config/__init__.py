@@ -1,1 +1,1 @@
-"""Settings and rules: flags and environment, prometheus-adapter's rules file."""
+"""prometheus-adapter's rules file: rules, external and resource rules, parsed strictly and reloaded on change."""

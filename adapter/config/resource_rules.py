@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from adapter.config.backends import DEFAULT
+from adapter.backends.backend_specs import DEFAULT
 from adapter.errors import ConfigError, NotConfigured
 from adapter.naming import resources
 from adapter.naming.names import LabelResourceMapper

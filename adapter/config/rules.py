@@ -17,13 +17,13 @@ from typing import Any
 
 import yaml
 
-from adapter.config.backends import DEFAULT
+from adapter.backends.backend_specs import DEFAULT
 from adapter.config.resource_rules import ResourceRule, ResourceRules, parse_window
 from adapter.errors import ConfigError, TemplateError
-from adapter.naming.go_regexp import GoRegexp
 from adapter.naming.names import LabelResourceMapper, default_as
 from adapter.naming.resources import BUILT_IN, NAMESPACES, GroupResource, ResourceInfo, RestMapping
 from adapter.naming.templates import Struct, Template, compile_template
+from adapter.query.go_regexp import GoRegexp
 from adapter.query.promql import SeriesSelector, parse_series_selector
 
 log = logging.getLogger(__name__)

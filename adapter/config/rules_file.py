@@ -6,7 +6,7 @@ import logging
 from collections.abc import Collection
 from pathlib import Path
 
-from adapter.config.backends import DEFAULT
+from adapter.backends.backend_specs import DEFAULT
 from adapter.config.rules import RuleSet, load_rules
 from adapter.errors import ConfigError
 from adapter.self_metrics import AdapterMetrics

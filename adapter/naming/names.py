@@ -6,9 +6,9 @@ import re
 
 from adapter.errors import TemplateError
 from adapter.naming import resources
-from adapter.naming.go_regexp import GoRegexp
 from adapter.naming.resources import GroupResource, ResourceInfo, RestMapping
 from adapter.naming.templates import Struct, Template
+from adapter.query.go_regexp import GoRegexp
 
 
 def default_as(pattern: GoRegexp, where: str) -> str:

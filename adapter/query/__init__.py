@@ -1,1 +1,1 @@
-"""PromQL built from requests, label selectors, Kubernetes quantities: pure functions."""
+"""PromQL text, label and field selectors, Go's regexps, Kubernetes quantities: pure functions."""

@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from adapter.errors import BadRequest
-from adapter.naming.go_regexp import GoRegexp
+from adapter.query.go_regexp import GoRegexp
 from adapter.query.selectors import Op, Selector
 
 _LABEL_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")

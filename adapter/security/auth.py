@@ -19,15 +19,14 @@ from dataclasses import dataclass
 from aiohttp import web
 from aiohttp.typedefs import Handler, Middleware
 
-from adapter.backends.auth_api import AuthAPI, KubernetesAuthAPI
-from adapter.config.flags import CONFIGMAP, HEALTH_PATHS
-from adapter.config.settings import Settings
+from adapter.backends.auth_api import CONFIGMAP, AuthAPI, KubernetesAuthAPI
 from adapter.errors import AdapterError, AuthNotReady, ConfigError, Forbidden, ReviewError
 from adapter.freshness import DEFAULT_TIMING, Timing
-from adapter.security.auth_config import AuthenticationConfig
+from adapter.security.auth_config import AuthenticationConfig, AuthSettings
 from adapter.security.auth_source import AuthConfigSource
 from adapter.security.authn import Authenticator, peer_certificate
 from adapter.security.authz import Authorizer, forbidden_message
+from adapter.security.flags import HEALTH_PATHS
 from adapter.security.identity import User
 from adapter.security.request_info import request_attributes
 from adapter.security.tls import ServingTLS
@@ -50,13 +49,13 @@ def is_open(path: str, always_allowed: tuple[str, ...]) -> bool:
 
 @dataclass
 class Security:
-    settings: Settings
+    check_interval: float  # how often the CA files are checked for changes
     source: AuthConfigSource
     authenticator: Authenticator
     authorizer: Authorizer
 
     def background(self) -> list[Work]:
-        return self.source.background(self.settings.config_check_interval)
+        return self.source.background(self.check_interval)
 
     def readiness(self) -> tuple[bool, str]:
         """Whether the configuration is loaded, and why not."""
@@ -71,14 +70,14 @@ def _in_cluster() -> bool:
 
 @contextlib.asynccontextmanager
 async def security(
-    settings: Settings,
+    auth: AuthSettings,
+    check_interval: float,
     metrics: AdapterMetrics,
     api: AuthAPI | None = None,
     serving: ServingTLS | None = None,
     timing: Timing = DEFAULT_TIMING,
 ) -> AsyncIterator[Security]:
-    """Authentication and authorization as the settings ask; ``api`` replaces the Kubernetes API clients."""
-    auth = settings.auth
+    """Authentication and authorization as the flags ask; ``api`` replaces the Kubernetes API clients."""
     opened: list[AuthAPI] = []
     if api is None:
         for flag, kubeconfig in (
@@ -104,7 +103,7 @@ async def security(
         source = AuthConfigSource(auth, authn_api, metrics, on_change=trust, timing=timing)
         authenticator = Authenticator(source, TokenReviewer(authn_api, auth.token_cache_ttl), metrics)
         authorizer = Authorizer(authz_api, auth.authorized_ttl, auth.unauthorized_ttl)
-        yield Security(settings, source, authenticator, authorizer)
+        yield Security(check_interval, source, authenticator, authorizer)
     finally:
         for opened_api in opened:
             await opened_api.close()

@@ -18,8 +18,9 @@ from pathlib import Path
 
 from cryptography import x509
 
-from adapter.config.flags import CONFIGMAP, default
+from adapter.backends.auth_api import CONFIGMAP
 from adapter.errors import ConfigError
+from adapter.security.flags import default
 
 
 @dataclass(frozen=True)

@@ -18,8 +18,7 @@ import logging
 import random
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 
-from adapter.backends.auth_api import AuthAPI, ConfigMapState
-from adapter.config.flags import CONFIGMAP
+from adapter.backends.auth_api import CONFIGMAP, AuthAPI, ConfigMapState
 from adapter.errors import ConfigError, ResourceExpired
 from adapter.freshness import DEFAULT_TIMING, Timing
 from adapter.security.auth_config import AuthenticationConfig, AuthSettings, build_config

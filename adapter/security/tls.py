@@ -10,6 +10,7 @@ import os
 import socket
 import ssl
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
 from cryptography import x509
@@ -17,8 +18,8 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from adapter.config.settings import Settings
 from adapter.errors import ConfigError
+from adapter.security.flags import default
 from adapter.self_metrics import AdapterMetrics
 from common.watched_file import WatchedFiles
 
@@ -81,10 +82,21 @@ def _serving_names() -> list[str]:
     return names
 
 
-def serving_files(settings: Settings) -> tuple[Path, Path]:
+@dataclass(frozen=True)
+class TLSSettings:
+    """The serving certificate's flags, as Kubernetes' generic API servers take them."""
+
+    cert_dir: Path | None = default("cert-dir")
+    cert_file: Path | None = default("tls-cert-file")
+    key_file: Path | None = default("tls-private-key-file")
+    min_version: ssl.TLSVersion = default("tls-min-version")
+    cipher_suites: tuple[str, ...] = default("tls-cipher-suites")  # OpenSSL's names
+
+
+def serving_files(settings: TLSSettings) -> tuple[Path, Path]:
     """The certificate and key files to serve with, making a self-signed pair when none exist."""
-    if settings.tls_cert_file and settings.tls_key_file:
-        return settings.tls_cert_file, settings.tls_key_file
+    if settings.cert_file and settings.key_file:
+        return settings.cert_file, settings.key_file
     directory = settings.cert_dir or Path(tempfile.mkdtemp(prefix="gpuscale-adapter-"))
     cert, key = directory / CERT_NAME, directory / KEY_NAME
     if cert.exists() and key.exists():
@@ -183,15 +195,7 @@ class ServingTLS:
             metrics.serving_cert_reloads.labels(outcome).inc()
 
 
-def serving_tls(settings: Settings) -> ServingTLS | None:
-    """None for plain HTTP (--insecure-serve-http)."""
-    if settings.insecure_serve_http:
-        return None
+def serving_tls(settings: TLSSettings, request_certs: bool) -> ServingTLS:
+    """``request_certs``: ask callers for client certificates (off only with --insecure-disable-auth)."""
     cert, key = serving_files(settings)
-    return ServingTLS(
-        cert,
-        key,
-        settings.tls_min_version,
-        request_certs=not settings.insecure_disable_auth,
-        ciphers=settings.tls_cipher_suites,
-    )
+    return ServingTLS(cert, key, settings.min_version, request_certs=request_certs, ciphers=settings.cipher_suites)

@@ -13,10 +13,10 @@ from adapter.app import create_app
 from adapter.backends.auth_api import AuthAPI
 from adapter.backends.prometheus import PrometheusConfig
 from adapter.components import COMPONENTS, Components
-from adapter.config.settings import Settings
 from adapter.freshness import DEFAULT_TIMING, Timing
 from adapter.security import tls
 from adapter.security.auth_config import AuthSettings
+from adapter.settings import Settings
 from tests.adapter.proxy import PrometheusProxy
 from tests.adapter.secure import Cluster, SecureAdapter, grant_cluster_roles
 from tests.adapter.series import FB, GPU, TENSOR, Exporter, exposition
@@ -204,11 +204,10 @@ def make_secure(
             auth=AuthSettings(
                 **{"authentication_kubeconfig": kubeconfig, "authorization_kubeconfig": kubeconfig, **auth}
             ),
-            cert_dir=tmp_path / "certs",
+            tls=tls.TLSSettings(cert_dir=tmp_path / "certs"),
             config_check_interval=0.1,
         )
-        serving = tls.serving_tls(settings)
-        assert serving is not None
+        serving = tls.serving_tls(settings.tls, request_certs=True)
         app = create_app(settings, serving=serving, auth_api=auth_api, timing=timing)
         server = await aiohttp_server(app, ssl=serving.context)
         adapter = SecureAdapter(

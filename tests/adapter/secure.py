@@ -16,7 +16,7 @@ from aiohttp import web
 from prometheus_client import CollectorRegistry
 
 from adapter.app import METRICS
-from adapter.config.flags import CONFIGMAP_NAME, CONFIGMAP_NAMESPACE
+from adapter.backends.auth_api import CONFIGMAP_NAME, CONFIGMAP_NAMESPACE
 from demo.kube_reviews import ReviewUser
 from tests.adapter.pki import CA, Issued, client_context
 from tests.fakes.kube_apiserver import FakeKubeAPIServer

@@ -8,15 +8,15 @@ from pathlib import Path
 
 import pytest
 
+from adapter.backends.backend_specs import DEFAULT, BackendSpec
 from adapter.backends.prometheus import PrometheusConfig
 from adapter.backends.prometheus_backends import backend_config
 from adapter.backends.prometheus_warnings import Remarks
-from adapter.config.backends import DEFAULT, BackendSpec
 from adapter.config.rules import parse_rules
 from adapter.config.rules_file import RulesFile
-from adapter.config.settings import parse_settings
 from adapter.errors import ConfigError
 from adapter.self_metrics import AdapterMetrics
+from adapter.settings import parse_settings
 
 URL = "--prometheus-url=http://thanos-query.monitoring.svc:9090"
 

@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from adapter.api.discovery import Discovery, build_catalog, discover
 from adapter.backends.prometheus import PrometheusClient, PrometheusConfig, make_session
 from adapter.config.rules import load_rules, parse_rules
 from adapter.config.rules_file import RulesFile
 from adapter.naming import resources
 from adapter.naming.resources import GroupResource
+from adapter.provider.discovery import Discovery, build_catalog, discover
 from adapter.self_metrics import AdapterMetrics
 from tests.adapter.proxy import PrometheusProxy
 from tests.support.prometheus import Prometheus

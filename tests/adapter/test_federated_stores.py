@@ -23,9 +23,9 @@ from typing import Any
 
 import pytest
 
-from adapter.api.explain import render_text
+from adapter.backends.backend_specs import BackendSpec
 from adapter.backends.prometheus import PrometheusConfig
-from adapter.config.backends import BackendSpec
+from adapter.provider.explain import render_text
 from tests.adapter.cadvisor import cadvisor_prometheus
 from tests.adapter.conftest import Adapter, settings_for, wait_until
 from tests.adapter.proxy import PrometheusProxy

@@ -11,7 +11,7 @@ import pytest
 
 from adapter.config.rules import parse_rules
 from adapter.errors import ConfigError
-from adapter.naming.go_regexp import GoRegexp
+from adapter.query.go_regexp import GoRegexp
 from adapter.query.promql import parse_series_selector
 from tests.adapter.conftest import Adapter, settings_for
 from tests.fakes.kube_apiserver import FakeKubeAPIServer

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from adapter.config.flags import FLAGS
-from adapter.config.settings import parse_settings
+from adapter.flags import FLAGS
+from adapter.settings import parse_settings
 
 BASE = {"GPUSCALE_ADAPTER_PROMETHEUS_URL": "http://localhost:9090"}
 

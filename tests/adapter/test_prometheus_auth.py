@@ -22,7 +22,6 @@ from adapter.backends.kube_client import KubeClient
 from adapter.backends.prometheus import PrometheusClient, PrometheusConfig, make_session
 from adapter.backends.prometheus_auth import KubeconfigCredentials
 from adapter.components import components
-from adapter.config.settings import Settings
 from adapter.errors import ConfigError, KubernetesError, PrometheusError
 from adapter.self_metrics import AdapterMetrics
 from tests.adapter.conftest import settings_for
@@ -281,11 +280,8 @@ async def test_skip_tls_verify_and_flags_that_win(server: Server, tmp_path: Path
     finally:
         await client.session.close()
     assert server.authorizations() == ["Bearer flag-token"]
-    settings = Settings(
-        prometheus=PrometheusConfig(url=server.proxy.url, ca_file=tmp_path / "ca.pem"),
-        prometheus_auth_config=kubeconfig,
-    )
-    _, from_flags = await prometheus_auth.resolve(settings)
+    config = PrometheusConfig(url=server.proxy.url, ca_file=tmp_path / "ca.pem")
+    _, from_flags = await prometheus_auth.resolve(config, auth_config=kubeconfig)
     assert from_flags is not None
     assert (await from_flags.current()).ssl is None  # the session's, from --prometheus-ca-file
     assert (await from_flags.current()).authorization == "Bearer kubeconfig-token"
@@ -306,7 +302,7 @@ async def test_an_unusable_kubeconfig_stops_the_start_naming_it(
     if content is not None:
         path.write_text(content)
     with pytest.raises(ConfigError) as raised:
-        await prometheus_auth.resolve(Settings(prometheus_auth_config=path))
+        await prometheus_auth.resolve(PrometheusConfig(), auth_config=path)
     assert str(raised.value).startswith(f"--prometheus-auth-config: kubeconfig {path}: ")
     assert reason in str(raised.value)
     with pytest.raises(KubernetesError, match=f"cannot configure the Kubernetes client: kubeconfig {path}: "):
@@ -318,7 +314,7 @@ async def test_a_plugin_that_fails_at_start_stops_it(server: Server, tmp_path: P
     plugin.failing(True)
     with pytest.raises(ConfigError, match=r"exec: process returned 1\. the identity provider is down"):
         await prometheus_auth.resolve(
-            Settings(prometheus_auth_config=write_kubeconfig(tmp_path / "kubeconfig", server, plugin.user))
+            PrometheusConfig(), auth_config=write_kubeconfig(tmp_path / "kubeconfig", server, plugin.user)
         )
 
 
@@ -334,9 +330,9 @@ async def test_the_adapter_relists_through_the_exec_credential(server: Server, t
 
 
 async def test_incluster_auth_uses_the_service_account_unless_flags_say_otherwise() -> None:
-    config, credentials = await prometheus_auth.resolve(Settings(prometheus_auth_incluster=True))
+    config, credentials = await prometheus_auth.resolve(PrometheusConfig(), incluster=True)
     assert credentials is None
     assert config.token_file == prometheus_auth.SERVICE_ACCOUNT / "token"
     assert config.ca_file == prometheus_auth.SERVICE_ACCOUNT / "ca.crt"
-    explicit = Settings(prometheus=PrometheusConfig(ca_file=Path("/etc/ca.pem")), prometheus_auth_incluster=True)
-    assert (await prometheus_auth.resolve(explicit))[0].ca_file == Path("/etc/ca.pem")
+    explicit = PrometheusConfig(ca_file=Path("/etc/ca.pem"))
+    assert (await prometheus_auth.resolve(explicit, incluster=True))[0].ca_file == Path("/etc/ca.pem")

@@ -3,7 +3,7 @@ import pytest
 from adapter.config.rules import load_rules, parse_rules
 from adapter.errors import BadRequest
 from adapter.naming import resources
-from adapter.query.queries import custom_query, external_query
+from adapter.provider.queries import custom_query, external_query
 from adapter.query.selectors import parse_selector
 
 DEFAULT = load_rules(None)

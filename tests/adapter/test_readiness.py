@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from adapter.api import health
 from adapter.backends.prometheus import QueryResult
 from adapter.backends.prometheus_answer import SeriesShapes
 from adapter.components import components
 from adapter.freshness import Timing
+from adapter.http import health
 from adapter.self_metrics import AdapterMetrics
 from adapter.supervisor import stop
 from tests.adapter.conftest import Adapter, MakeSecure, eventually, settings_for, wait_until

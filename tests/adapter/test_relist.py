@@ -9,9 +9,9 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from adapter.api.relist import list_series
 from adapter.backends.prometheus import PrometheusClient, PrometheusConfig, make_session
 from adapter.config.rules import RuleSet, load_rules, parse_rules
+from adapter.provider.relist import list_series
 from adapter.self_metrics import AdapterMetrics
 from tests.adapter.proxy import PrometheusProxy
 from tests.adapter.series import FB, GPU

@@ -13,7 +13,7 @@ from adapter.config.resource_rules import go_duration
 from adapter.config.rules import load_rules, parse_rules
 from adapter.errors import ConfigError, NotConfigured, QueryError
 from adapter.naming.resources import NODES, PODS
-from adapter.query.queries import node_resource_query, pod_resource_query
+from adapter.provider.queries import node_resource_query, pod_resource_query
 
 CONFIGS = Path(__file__).parent / "resource_configs"
 

@@ -3,8 +3,8 @@ from pathlib import Path
 
 import pytest
 
-from adapter.config.settings import Settings, parse_duration, parse_settings
 from adapter.errors import ConfigError
+from adapter.settings import Settings, parse_duration, parse_settings
 
 # --prometheus-url is required; tests about other settings give it through the environment
 BASE = {"GPUSCALE_ADAPTER_PROMETHEUS_URL": "http://localhost:9090"}
@@ -52,7 +52,7 @@ def test_prometheus_adapter_deployment_arguments_are_accepted_unchanged() -> Non
         "--audit-log-path=-",
     ]
     s = parse_settings(argv, env=BASE)
-    assert s.cert_dir == Path("/var/run/serving-cert")
+    assert s.tls.cert_dir == Path("/var/run/serving-cert")
     assert s.config == Path("/etc/adapter/config.yaml")
     assert s.relist_interval == 60
     assert s.prometheus.url == "http://prometheus-k8s.monitoring.svc:9090/"
@@ -62,9 +62,9 @@ def test_prometheus_adapter_deployment_arguments_are_accepted_unchanged() -> Non
     assert s.prometheus.client_key_file == Path("/etc/c.key")
     assert s.verbosity == 4
     assert s.lister_kubeconfig == Path("/etc/kubeconfig")
-    assert s.tls_key_file == Path("/etc/tls.key")
+    assert s.tls.key_file == Path("/etc/tls.key")
     assert s.auth.requestheader_client_ca_file == Path("/etc/front-proxy-ca.crt")
-    assert s.tls_cipher_suites == ("ECDHE-RSA-AES128-GCM-SHA256", "ECDHE-ECDSA-AES128-GCM-SHA256")
+    assert s.tls.cipher_suites == ("ECDHE-RSA-AES128-GCM-SHA256", "ECDHE-ECDSA-AES128-GCM-SHA256")
     assert s.ignored_flags == (
         "--logtostderr",
         "--authentication-tolerate-lookup-failure",
@@ -188,7 +188,7 @@ def test_authentication_and_authorization_flags_as_kubernetes_api_servers_take_t
     assert a.requestheader_allowed_names == ("front-proxy-client", "aggregator")
     assert a.requestheader_group_headers == ("X-Remote-Group", "X-Other-Group")
     assert a.requestheader_extra_headers_prefix == ()
-    assert s.tls_min_version == ssl.TLSVersion.TLSv1_3
+    assert s.tls.min_version == ssl.TLSVersion.TLSv1_3
     assert not s.insecure_disable_auth
     assert s.ignored_flags == ()
 
@@ -196,7 +196,7 @@ def test_authentication_and_authorization_flags_as_kubernetes_api_servers_take_t
 def test_authentication_defaults_are_kubernetes_ones_and_on() -> None:
     s = parse_settings([], env=BASE)
     assert not s.insecure_disable_auth
-    assert s.tls_min_version == ssl.TLSVersion.TLSv1_2
+    assert s.tls.min_version == ssl.TLSVersion.TLSv1_2
     assert s.auth.token_cache_ttl == s.auth.authorized_ttl == s.auth.unauthorized_ttl == 10
     assert s.auth.always_allow_paths == ("/healthz", "/readyz", "/livez")
     assert s.auth.requestheader_username_headers == ("X-Remote-User",)

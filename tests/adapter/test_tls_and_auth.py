@@ -5,9 +5,11 @@ from pathlib import Path
 import pytest
 from cryptography import x509
 
-from adapter.config.settings import Settings
+from adapter import cli
 from adapter.errors import ConfigError
 from adapter.security import tls
+from adapter.security.tls import TLSSettings
+from adapter.settings import Settings
 
 
 def test_self_signed_certificate_names_and_authority() -> None:
@@ -21,15 +23,14 @@ def test_self_signed_certificate_names_and_authority() -> None:
 
 
 def test_a_certificate_is_made_once_in_the_cert_dir_and_reused(tmp_path: Path) -> None:
-    settings = Settings(cert_dir=tmp_path / "certs")
+    settings = TLSSettings(cert_dir=tmp_path / "certs")
     cert, key = tls.serving_files(settings)
     assert cert == tmp_path / "certs" / "apiserver.crt"
     assert key.stat().st_mode & 0o777 == 0o600
     first = cert.read_bytes()
     assert tls.serving_files(settings) == (cert, key)
     assert cert.read_bytes() == first
-    serving = tls.serving_tls(settings)
-    assert serving is not None
+    serving = tls.serving_tls(settings, request_certs=True)
     assert isinstance(serving.context, ssl.SSLContext)
 
 
@@ -37,8 +38,10 @@ def test_given_files_are_used_and_plain_http_needs_none(tmp_path: Path) -> None:
     cert_pem, key_pem = tls.self_signed(["localhost"])
     (tmp_path / "c.pem").write_bytes(cert_pem)
     (tmp_path / "k.pem").write_bytes(key_pem)
-    settings = Settings(tls_cert_file=tmp_path / "c.pem", tls_key_file=tmp_path / "k.pem")
+    settings = TLSSettings(cert_file=tmp_path / "c.pem", key_file=tmp_path / "k.pem")
     assert tls.serving_files(settings) == (tmp_path / "c.pem", tmp_path / "k.pem")
-    assert tls.serving_tls(Settings(insecure_serve_http=True)) is None
+    plain = Settings(tls=TLSSettings(cert_dir=tmp_path / "none"), insecure_serve_http=True, insecure_disable_auth=True)
+    assert cli.serving_tls(plain) is None
+    assert not (tmp_path / "none").exists()
     with pytest.raises(ConfigError, match="cannot load the serving certificate"):
-        tls.serving_tls(Settings(tls_cert_file=tmp_path / "k.pem", tls_key_file=tmp_path / "c.pem"))
+        tls.serving_tls(TLSSettings(cert_file=tmp_path / "k.pem", key_file=tmp_path / "c.pem"), request_certs=True)

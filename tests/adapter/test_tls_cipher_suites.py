@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from adapter.config.flags import cipher_suites
 from adapter.security import tls
+from adapter.security.flags import cipher_suites
 from common.cipher_suites import openssl_names
 from tests.adapter.test_image_entrypoint import KUBE_PROMETHEUS_CIPHERS
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from adapter.config.flags import CONFIGMAP_NAME
+from adapter.backends.auth_api import CONFIGMAP_NAME
 from tests.adapter.conftest import Adapter, MakeSecure, eventually, settings_for, wait_until
 from tests.adapter.secure import Cluster
 from tests.adapter.test_auth_changes import status_of

@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from collector.counters.configmap import ConfigMapCounters, ConfigMapRef, parse_configmap_ref
 from collector.counters.source import counters_file
-
 from collector.errors import ConfigError
 from collector.kube.client import api_client
 from tests.collector.collector_process import ROOT, running_collector, scrape

@@ -3,10 +3,10 @@
 from pathlib import Path
 
 import pytest
-from collector.counters.legacy_names import LEGACY_FIELDS, OLD_NAMESPACE_LABELS
 
 from collector.counters import file as counters
 from collector.counters.file import Counters
+from collector.counters.legacy_names import LEGACY_FIELDS, OLD_NAMESPACE_LABELS
 from collector.exposition import Family
 from collector.series import Series, gpu_families
 from tests.collector.collector_process import running_collector

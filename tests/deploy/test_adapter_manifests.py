@@ -9,9 +9,9 @@ from pathlib import PurePosixPath
 import pytest
 
 from adapter.config.rules import default_rules_text, parse_rules
-from adapter.config.settings import Settings, parse_settings
 from adapter.errors import ConfigError
 from adapter.naming.resources import BUILT_IN_RESOURCES
+from adapter.settings import Settings, parse_settings
 from tests.deploy import rbac
 from tests.deploy.manifests import (
     BASE,
@@ -74,7 +74,7 @@ def test_it_reads_the_rules_configmap_which_holds_the_built_in_rules() -> None:
 def test_the_serving_certificate_directory_is_writable() -> None:
     c = adapter()
     assert c["securityContext"]["readOnlyRootFilesystem"] is True
-    cert_dir = settings_of(c).cert_dir
+    cert_dir = settings_of(c).tls.cert_dir
     assert cert_dir is not None
     mount = mount_covering(c, str(cert_dir))
     assert mount is not None

@@ -13,8 +13,8 @@ import trustme
 import yaml
 
 from adapter.api.paths import parse_metrics_path
-from adapter.config.settings import parse_settings
 from adapter.errors import AdapterError
+from adapter.settings import parse_settings
 from tests.deploy.manifests import MANIFESTS, ROOT, Rendered, container, env_values, mount_covering, render_uncached
 from tests.deploy.validation import K8S_VERSIONS, problems
 
@@ -74,10 +74,10 @@ def test_the_serving_certificate_patches_give_a_verified_setup(tmp_path: Path) -
     deployment = rendered.one("Deployment", "gpuscale-adapter")
     adapter = container(deployment, "adapter")
     settings = parse_settings(adapter["args"], env=env_values(adapter))
-    assert settings.tls_cert_file is not None
-    assert settings.tls_key_file is not None
+    assert settings.tls.cert_file is not None
+    assert settings.tls.key_file is not None
     volumes = {v["name"]: v for v in deployment["spec"]["template"]["spec"]["volumes"]}
-    for path in (settings.tls_cert_file, settings.tls_key_file):
+    for path in (settings.tls.cert_file, settings.tls.key_file):
         mount = mount_covering(adapter, str(path))
         assert mount is not None, f"{path} is not mounted"
         key = str(PurePosixPath(path).relative_to(mount["mountPath"]))

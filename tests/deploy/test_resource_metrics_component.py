@@ -10,7 +10,7 @@ from pathlib import PurePosixPath
 import yaml
 
 from adapter.config.rules import parse_rules
-from adapter.config.settings import parse_settings
+from adapter.settings import parse_settings
 from tests.deploy import rbac
 from tests.deploy.manifests import (
     BASE,

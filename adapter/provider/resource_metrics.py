@@ -21,11 +21,11 @@ import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
-from typing import NamedTuple
 
 from cachetools import TTLCache
 
 from adapter.api.paths import NO_SUCH_PATH
+from adapter.api.resource_objects import ContainerUsage, NodeUsage, PodUsage, Usage
 from adapter.backends.kube_api import ObjectMeta
 from adapter.backends.kube_cache import ObjectLister
 from adapter.backends.prometheus import PrometheusAPI, QueryResult, Sample
@@ -33,9 +33,9 @@ from adapter.backends.prometheus_backends import Backends
 from adapter.config.resource_rules import ResourceRules
 from adapter.errors import AdapterError, NotConfigured, NotFound
 from adapter.naming import resources
+from adapter.provider.queries import node_resource_query, pod_resource_query
 from adapter.query.field_selectors import FieldSelector
 from adapter.query.quantity import binary_quantity, format_quantity
-from adapter.query.queries import node_resource_query, pod_resource_query
 from adapter.query.selectors import Selector
 from adapter.self_metrics import AdapterMetrics
 from adapter.single_flight import SingleFlightCache
@@ -45,28 +45,6 @@ log = logging.getLogger(__name__)
 PARALLEL_NAMESPACES = 8  # namespaces queried at once for a request across namespaces (two queries each)
 _DROP_LOG_EVERY = 60.0
 _ZERO = Decimal(0)
-
-
-class Usage(NamedTuple):
-    cpu: str
-    memory: str
-
-
-class ContainerUsage(NamedTuple):
-    name: str
-    usage: Usage
-
-
-class PodUsage(NamedTuple):
-    meta: ObjectMeta
-    timestamp: float
-    containers: tuple[ContainerUsage, ...]
-
-
-class NodeUsage(NamedTuple):
-    meta: ObjectMeta
-    timestamp: float
-    usage: Usage
 
 
 @dataclass(slots=True)

@@ -28,7 +28,6 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 
-from adapter.api.relist import Listed, list_series
 from adapter.backends.prometheus import PrometheusAPI
 from adapter.backends.prometheus_answer import SeriesShapes
 from adapter.backends.prometheus_backends import Backends
@@ -37,6 +36,7 @@ from adapter.config.rules_file import RulesFile
 from adapter.errors import PrometheusError
 from adapter.freshness import DEFAULT_TIMING, Timing
 from adapter.naming.resources import BUILT_IN, GroupResource, ResourceInfo, RestMapping
+from adapter.provider.relist import Listed, list_series
 from adapter.self_metrics import AdapterMetrics
 
 log = logging.getLogger(__name__)

@@ -12,8 +12,6 @@ from aiohttp import web
 from aiohttp.typedefs import Handler
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from adapter.api import explain as explaining
-from adapter.api import health, resource_routes
 from adapter.api import openapi as documents
 from adapter.api.objects import (
     api_group,
@@ -33,6 +31,8 @@ from adapter.api.paths import (
 )
 from adapter.components import COMPONENTS, Components
 from adapter.errors import AdapterError, BackendError, NotFound
+from adapter.http import health, resource_routes
+from adapter.provider import explain as explaining
 
 log = logging.getLogger(__name__)
 

@@ -12,14 +12,14 @@ import urllib.parse
 from collections.abc import Mapping
 from typing import Any, NotRequired, TypedDict
 
-from adapter.api.discovery import Catalog
 from adapter.api.objects import external_value_list, metric_value_list, status, timestamp
 from adapter.api.paths import CustomRequest, ExternalRequest, ResourceListRequest, parse_metrics_path
-from adapter.api.provider import Provider, QueryRecord, Trace
+from adapter.backends.backend_specs import DEFAULT
 from adapter.backends.prometheus_backends import Backends
-from adapter.config.backends import DEFAULT
 from adapter.errors import AdapterError
 from adapter.naming.resources import GroupResource
+from adapter.provider.discovery import Catalog
+from adapter.provider.provider import Provider, QueryRecord, Trace
 from adapter.query.promql import matcher
 
 MAX_SAMPLES_SHOWN = 50

@@ -9,16 +9,16 @@ does not act on are accepted and reported once. Every flag has an environment va
 from __future__ import annotations
 
 import os
-import ssl
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from adapter.backends.backend_specs import BackendSpec
 from adapter.backends.prometheus import PrometheusConfig
-from adapter.config.backends import BackendSpec
-from adapter.config.flags import FLAGS, default
 from adapter.errors import ConfigError
+from adapter.flags import FLAGS, default
 from adapter.security.auth_config import AuthSettings
+from adapter.security.tls import TLSSettings
 from common.flags import FlagError, boolean, parse_duration
 
 __all__ = ["Settings", "parse_bool", "parse_duration", "parse_settings", "usage"]
@@ -40,11 +40,7 @@ class Settings:
     secure_port: int = default("secure-port")
     bind_address: str = default("bind-address")
     shutdown_delay: float = default("shutdown-delay-duration")
-    cert_dir: Path | None = default("cert-dir")
-    tls_cert_file: Path | None = default("tls-cert-file")
-    tls_key_file: Path | None = default("tls-private-key-file")
-    tls_min_version: ssl.TLSVersion = default("tls-min-version")
-    tls_cipher_suites: tuple[str, ...] = default("tls-cipher-suites")  # OpenSSL's names
+    tls: TLSSettings = field(default_factory=TLSSettings)
     insecure_serve_http: bool = default("insecure-serve-http")
     insecure_disable_auth: bool = default("insecure-disable-auth")
     auth: AuthSettings = field(default_factory=AuthSettings)
@@ -92,6 +88,7 @@ def _settings(argv: Sequence[str], env: Mapping[str, str]) -> Settings:
     return Settings(
         prometheus=PrometheusConfig(**prometheus, discovery_timeout=max(prometheus["timeout"], 30.0)),
         auth=AuthSettings(**values.fields("auth")),
+        tls=TLSSettings(**values.fields("tls")),
         max_age=relist if max_age is None else max_age,
         ignored_flags=values.ignored,
         **values.fields(),

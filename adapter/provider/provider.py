@@ -16,7 +16,6 @@ from dataclasses import dataclass, field
 
 from cachetools import LRUCache, TTLCache
 
-from adapter.api.discovery import Catalog, CustomMetric, MetricSource
 from adapter.api.objects import ExternalValue, MetricValue, MetricValues, ObjectRef, ResourceEntry
 from adapter.api.paths import CUSTOM_GROUP, EXTERNAL_GROUP, RESOURCE_GROUP, CustomRequest, ExternalRequest
 from adapter.backends.kube_cache import Listing, ObjectLister
@@ -24,9 +23,10 @@ from adapter.backends.prometheus import PrometheusAPI, QueryResult
 from adapter.backends.prometheus_backends import Backends
 from adapter.errors import AdapterError, NotConfigured, NotFound
 from adapter.naming.resources import GroupResource, ResourceInfo
+from adapter.provider.discovery import Catalog, CustomMetric, MetricSource
+from adapter.provider.queries import custom_query, external_query
 from adapter.query.promql import window_seconds
 from adapter.query.quantity import sample_quantity
-from adapter.query.queries import custom_query, external_query
 from adapter.self_metrics import AdapterMetrics
 from adapter.single_flight import SingleFlightCache
 

@@ -15,9 +15,9 @@ from aiohttp import web
 
 from adapter.api import resource_objects as objects
 from adapter.api.paths import NO_SUCH_PATH, RESOURCE_GROUP
-from adapter.api.resource_metrics import ResourceMetrics
 from adapter.components import COMPONENTS
 from adapter.errors import NotFound
+from adapter.provider.resource_metrics import ResourceMetrics
 from adapter.query.field_selectors import FieldSelector, parse_field_selector
 from adapter.query.selectors import Selector, parse_selector
 

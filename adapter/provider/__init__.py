@@ -1,0 +1,1 @@
+"""The answers: discovery and relist, custom, external and resource metric values, explain."""
