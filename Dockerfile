@@ -4,7 +4,7 @@
 #   gpuscale-collector   one per GPU node (DaemonSet)
 #   gpuscale-adapter     the metrics API server (Deployment)
 # A spec written for the image it replaces gives arguments only; the entry point `gpuscale` then picks the component
-# from them (common/entrypoint.py): prometheus-adapter's arguments (which may start with /adapter, as its Helm chart
+# from them (image/entrypoint.py): prometheus-adapter's arguments (which may start with /adapter, as its Helm chart
 # passes them) run the adapter; dcgm-exporter's (`-f <counters file>`, other collector flags, or none) the collector.
 # /adapter is also the adapter, for a spec that names prometheus-adapter's binary as its command.
 #
@@ -29,6 +29,7 @@ COPY collector/ collector/
 COPY common/ common/
 COPY adapter/ adapter/
 COPY loadgen/ loadgen/
+COPY image/ image/
 # gpuscale's wheel and one for every dependency (all publish manylinux wheels: no compiler needed)
 RUN python -m pip wheel --no-cache-dir --wheel-dir /wheels .
 

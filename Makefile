@@ -23,14 +23,14 @@ test: setup
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
 
 lint: setup
-	$(BIN)/ruff check common collector adapter loadgen demo tests bench
-	$(BIN)/ruff format --check common collector adapter loadgen demo tests bench
+	$(BIN)/ruff check common collector adapter loadgen image harness demo tests bench
+	$(BIN)/ruff format --check common collector adapter loadgen image harness demo tests bench
 	$(BIN)/mypy
 
 bench: setup
-	$(BIN)/python bench/collector_bench.py
-	PYTHONPATH=. $(BIN)/python bench/shared_bench.py
-	$(BIN)/python bench/adapter_bench.py --rss-series 50000
+	$(BIN)/python -m bench.collector_bench
+	$(BIN)/python -m bench.shared_bench
+	$(BIN)/python -m bench.adapter_bench --rss-series 50000
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache

@@ -1,10 +1,10 @@
 """Adapter benchmark: wildcard latency against the raw Prometheus query it wraps, cached throughput on one core,
 Prometheus queries caused by identical concurrent requests, and resident memory after discovery.
 
-Runs a real Prometheus scraping generated collector series, the fake Kubernetes API server from tests/fakes with the
+Runs a real Prometheus scraping generated collector series, the Kubernetes API stand-in from harness/kube with the
 matching pods, and the adapter as a subprocess pinned to CPU 0 (the load runs on CPU 1). Prints Markdown tables.
 
-    python bench/adapter_bench.py [--sizes 3,100,1000,10000] [--requests 200] [--seconds 10] \
+    python -m bench.adapter_bench [--sizes 3,100,1000,10000] [--requests 200] [--seconds 10] \
         [--rss-series 50000,1000000]
 """
 
@@ -29,12 +29,11 @@ import aiohttp
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
 from adapter.config.rules import default_rules_text  # noqa: E402
-from tests.adapter.series import Exporter  # noqa: E402
-from tests.fakes.kube_apiserver import FakeKubeAPIServer  # noqa: E402
-from tests.support.prometheus import Prometheus, free_port, run_prometheus  # noqa: E402
+from harness.kube.api import FakeKubeAPIServer  # noqa: E402
+from harness.stores.exporter import Exporter  # noqa: E402
+from harness.stores.prometheus import Prometheus, free_port, run_prometheus  # noqa: E402
 
 GPU = "DCGM_FI_DEV_GPU_UTIL"
 CM = "/apis/custom.metrics.k8s.io/v1beta2"
@@ -121,7 +120,7 @@ def python_hop(prom_url: str) -> Iterator[str]:
     """bench/python_hop.py, pinned to the adapter's CPU."""
     port = free_port()
     proc = subprocess.Popen(
-        [sys.executable, str(ROOT / "bench" / "python_hop.py"), prom_url, str(port)],
+        [sys.executable, "-m", "bench.python_hop", prom_url, str(port)],
         cwd=ROOT,
         preexec_fn=lambda: os.sched_setaffinity(0, {0}),
     )

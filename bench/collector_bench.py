@@ -3,7 +3,7 @@
 Starts the real collector as a subprocess (simulated GPUs, or the machine's GPUs with --real), scrapes /metrics
 over one keep-alive connection, and reads the collector's own CPU counters. Prints a Markdown table.
 
-    python bench/collector_bench.py --simulate 1,8 [--real] [--requests 2000] [--collect-seconds 20]
+    python -m bench.collector_bench --simulate 1,8 [--real] [--requests 2000] [--collect-seconds 20]
 """
 
 from __future__ import annotations

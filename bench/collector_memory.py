@@ -5,7 +5,7 @@ Starts ``python -m collector --simulate-gpus N`` with a counters file that lists
 /metrics many times (text and OpenMetrics) and reads it again after more cycles. Each case can set environment
 variables (``MALLOC_ARENA_MAX=2``) or add flags. Prints a Markdown table.
 
-    PYTHONPATH=. python bench/collector_memory.py [--gpus 8] [--scrapes 2000] [--cycles 60]
+    python -m bench.collector_memory [--gpus 8] [--scrapes 2000] [--cycles 60]
         [--case 'default' --case 'arenas=2:MALLOC_ARENA_MAX=2']
 
 USS is the memory that would be freed if the process ended (private pages); PSS adds its share of pages it maps with
@@ -26,8 +26,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from typing import TypedDict
 
 from collector.nvml.fields import FIELDS, LABEL_FIELDS
 
@@ -92,7 +91,18 @@ def wait_cycles(conn: http.client.HTTPConnection, at_least: int, timeout: float)
         time.sleep(0.2)
 
 
-def run_case(name: str, env_extra: dict[str, str], flags: list[str], args: argparse.Namespace, counters: Path) -> dict:
+class CaseResult(TypedDict):
+    case: str
+    series: int
+    bytes: int
+    warm: dict[str, float]
+    scraped: dict[str, float]
+    later: dict[str, float]
+
+
+def run_case(
+    name: str, env_extra: dict[str, str], flags: list[str], args: argparse.Namespace, counters: Path
+) -> CaseResult:
     port = free_port()
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1]), **env_extra}
     command = [sys.executable, "-m", "collector", "--simulate-gpus", str(args.gpus), "-f", str(counters)]
@@ -159,8 +169,7 @@ def main() -> None:
         counters = every_field_file(Path(tmp))
         for name, env, flags in cases:
             r = run_case(name, env, flags, args, counters)
-            for when in ("warm", "scraped", "later"):
-                m = r[when]
+            for when, m in (("warm", r["warm"]), ("scraped", r["scraped"]), ("later", r["later"])):
                 print(
                     f"| {r['case']} | {r['series']} | {r['bytes']} | {when} | {m['rss']:.1f} | {m['pss']:.1f} | "
                     f"{m['uss']:.1f} | {m['anon']:.1f} | {m['hwm']:.1f} |"

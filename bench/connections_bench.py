@@ -12,7 +12,7 @@ The adapter's VmRSS (/proc/<pid>/status) is read before, once all are open, and 
 benchmark closed them; meanwhile one request on a new connection shows whether the adapter still serves, and the
 connections are held ``--hold`` seconds to see which the adapter closes by itself. Prints a Markdown table.
 
-    python bench/connections_bench.py [--counts 500,1000,2000] [--kinds idle,keep-alive,slowloris] [--hold 40] \
+    python -m bench.connections_bench [--counts 500,1000,2000] [--kinds idle,keep-alive,slowloris] [--hold 40] \
         [--max-connections N] [--env MALLOC_ARENA_MAX=2] [--adapter-root ../an-older-checkout]
 """
 
@@ -31,13 +31,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
 from bench.adapter_bench import machine  # noqa: E402
-from tests.adapter.secure import HPA_TOKEN  # noqa: E402
-from tests.adapter.secure_process import AdapterProcess, secure_adapter  # noqa: E402
-from tests.fakes.kube_apiserver import FakeKubeAPIServer  # noqa: E402
-from tests.support.prometheus import run_prometheus  # noqa: E402
+from harness.adapter.process import AdapterProcess, secure_adapter  # noqa: E402
+from harness.kube.api import FakeKubeAPIServer  # noqa: E402
+from harness.kube.cluster import HPA_TOKEN  # noqa: E402
+from harness.stores.prometheus import run_prometheus  # noqa: E402
 
 DISCOVERY = "/apis/custom.metrics.k8s.io/v1beta2"
 KINDS = ("idle", "keep-alive", "slowloris")

@@ -2,7 +2,7 @@
 series (the built-in rules plus ``{namespace!="",__name__!~"^container_.*"}`` with ``<<.Resource>>``), against a
 real Prometheus holding N series of 50 metric names.
 
-    PYTHONPATH=. python bench/discovery_rss.py --series 200000 [--before DIR]
+    python -m bench.discovery_rss --series 200000 [--before DIR]
 
 ``--before`` names another checkout (``git archive <commit> adapter common | tar -x -C DIR``): its adapter is measured
 alternately with this one, twice each, over the same Prometheus.
@@ -22,9 +22,9 @@ from pathlib import Path
 import aiohttp
 
 from bench.adapter_bench import catch_all_config, machine, metric_value, rss_mb, wide_exposition
-from tests.adapter.series import Exporter
-from tests.fakes.kube_apiserver import FakeKubeAPIServer
-from tests.support.prometheus import free_port, run_prometheus
+from harness.kube.api import FakeKubeAPIServer
+from harness.stores.exporter import Exporter
+from harness.stores.prometheus import free_port, run_prometheus
 
 ROOT = Path(__file__).resolve().parents[1]
 NAMES = 50

@@ -7,7 +7,7 @@ finished warming up ("load started at") and the moment it stopped. Every 0.2 s t
 /metrics, Prometheus's instant query and the custom metrics API, and reports when each first showed at least 90 % of
 the loaded value after the start, and below 10 % of it after the stop.
 
-    PYTHONPATH=. python bench/freshness.py [--runs 2] [--load-seconds 30]
+    python -m bench.freshness [--runs 2] [--load-seconds 30]
 """
 
 from __future__ import annotations
@@ -70,14 +70,14 @@ async def one_run(stack: Stack, load_seconds: float, tail: float) -> dict[str, t
     start, stop = marks["started"], marks["stopped"]
     results = {}
     for stage in ("collector", "prometheus", "api"):
-        steady = [v[stage] for t, v in samples if start + 10 <= t <= stop and v[stage] is not None]
-        loaded = statistics.median(steady) if steady else None  # type: ignore[type-var]
+        # one name per reading, so that a None check narrows it (an index by a variable key is not narrowed)
+        readings = [(t, v[stage]) for t, v in samples]
+        steady = [x for t, x in readings if start + 10 <= t <= stop and x is not None]
+        loaded = statistics.median(steady) if steady else None
         up = down = None
         if loaded:
-            up = next((t - start for t, v in samples if t >= start and (v[stage] or 0) >= 0.9 * loaded), None)
-            down = next(
-                (t - stop for t, v in samples if t >= stop and v[stage] is not None and v[stage] < 0.1 * loaded), None
-            )
+            up = next((t - start for t, x in readings if t >= start and (x or 0) >= 0.9 * loaded), None)
+            down = next((t - stop for t, x in readings if t >= stop and x is not None and x < 0.1 * loaded), None)
         results[stage] = (up, down)
         results[f"{stage}-loaded"] = (loaded, None)
     return results

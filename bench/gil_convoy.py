@@ -5,7 +5,7 @@ A relist's series listings are megabytes each and are read in worker threads. Th
 socket call and must then wait for the reader to hand it back: up to one switch interval each time. The server runs
 on CPU 0, the client (sequential requests over one connection) on CPU 1.
 
-    taskset -c 0 python bench/gil_convoy.py [--requests 400] [--rounds 3]
+    taskset -c 0 python -m bench.gil_convoy [--requests 400] [--rounds 3]
 """
 
 from __future__ import annotations
@@ -22,7 +22,6 @@ from pathlib import Path
 from aiohttp import web
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
 from adapter.backends.prometheus_answer import series_reply  # noqa: E402
 from adapter.cli import SWITCH_INTERVAL  # noqa: E402

@@ -6,7 +6,7 @@ set -uo pipefail
 OUT=${OUT:-out}; mkdir -p "$OUT"
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
 nvidia-smi -L | tee "$OUT/machine.txt"; nvidia-smi --query-gpu=driver_version,name,memory.total --format=csv >> "$OUT/machine.txt"
-python3 tests/fakes/record_trace.py "$OUT/h200.json" 2>&1 | tail -3
+python3 -m harness.node.record_trace "$OUT/h200.json" 2>&1 | tail -3
 python3 -m collector -a 127.0.0.1:9400 > "$OUT/collector.log" 2>&1 &
 COLLECTOR=$!
 sleep 3
@@ -17,6 +17,6 @@ for kind in gemm-bf16 gemm-fp16 fp32 fp64 memory; do
   echo "exit $?" >> "$OUT/validate.md"
 done
 kill $COLLECTOR
-python3 bench/collector_bench.py --simulate 8 --real --requests 2000 --collect-seconds 20 > "$OUT/bench.md" 2>&1
-for period in 1.0 0.1; do python3 bench/h200_shared.py --period $period --seconds 36 >> "$OUT/shared.md" 2>&1; done
+python3 -m bench.collector_bench --simulate 8 --real --requests 2000 --collect-seconds 20 > "$OUT/bench.md" 2>&1
+for period in 1.0 0.1; do python3 -m bench.h200_shared --period $period --seconds 36 >> "$OUT/shared.md" 2>&1; done
 cat "$OUT/validate.md" "$OUT/bench.md" "$OUT/shared.md"

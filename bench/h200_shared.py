@@ -21,9 +21,9 @@ import pynvml
 
 from collector.cli import build_node
 from collector.settings import parse_settings
-from tests.fakes import proc_tree
-from tests.fakes.pod_directory import StaticPodDirectory
-from tests.fakes.pod_resources_server import PodResourcesServer, gpu_pod
+from harness.node import proc_tree
+from harness.node.kubelet import PodResourcesServer, gpu_pod
+from harness.node.pod_directory import StaticPodDirectory
 
 HEAVY_UID, LIGHT_UID = "00000000-0000-4000-8000-00000000aaaa", "00000000-0000-4000-8000-00000000bbbb"
 

@@ -36,8 +36,8 @@ from typing import Any
 import aiohttp
 import pynvml
 
-from demo.proc_tree import ProcTree, v2_systemd
 from demo.stack import Pod, Stack
+from harness.node.proc_tree import ProcTree, v2_systemd
 
 POD_UTIL = re.compile(r'^DCGM_FI_DEV_GPU_UTIL\{[^}]*pod="([^"]+)"[^}]*\} (\S+)$', re.M)
 

@@ -1,7 +1,7 @@
 """Load and soak on loopback: the chain from demo/stack.py (simulated GPUs, real Prometheus, adapter, collector).
 
-    PYTHONPATH=. python bench/load_soak.py load [--connections 1000 --seconds 60]   # needs wrk (apt install wrk)
-    PYTHONPATH=. python bench/load_soak.py soak [--minutes 10]
+    python -m bench.load_soak load [--connections 1000 --seconds 60]   # needs wrk (apt install wrk)
+    python -m bench.load_soak soak [--minutes 10]
 
 ``load``: wrk holds --connections concurrent keep-alive clients against the HPA's request for --seconds and reports
 latency percentiles and every error (socket errors, timeouts, non-2xx). ``soak``: a steady mix of requests against

@@ -6,7 +6,7 @@ What kubernetes-sigs/prometheus-adapter does per request (pkg/custom-provider/pr
 to Prometheus at "now" (no cache, no sharing of identical queries), and an item for each listed object that has a
 value. This server does the same calls with the same payloads, for the built-in rule of gpu_utilization:
 
-    python bench/prometheus_adapter_pattern.py PROMETHEUS_URL KUBECONFIG PORT
+    python -m bench.prometheus_adapter_pattern PROMETHEUS_URL KUBECONFIG PORT
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ subprocess with its default flags plus those given; six requests name six differ
 and each is answered with the large vector. Then, in a fresh adapter, one very large answer. Throughout, ``/healthz`` is
 asked every 20 ms and its slowest answer is reported. Resident memory is read from ``/proc/<pid>/status``.
 
-    PYTHONPATH=. python bench/prometheus_answers.py [--series 200000] [--huge-series 1000000] \
+    python -m bench.prometheus_answers [--series 200000] [--huge-series 1000000] \
         [--adapter-root DIR] [--env NAME=VALUE ...] [--] [adapter flags...]
 
 ``--adapter-root`` runs another checkout of the adapter (an earlier commit, for before/after figures); ``--env`` sets
@@ -35,11 +35,10 @@ from pathlib import Path
 import aiohttp
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
 from bench.adapter_bench import machine, rss_mb  # noqa: E402
-from tests.fakes.kube_apiserver import FakeKubeAPIServer  # noqa: E402
-from tests.support.prometheus import free_port  # noqa: E402
+from harness.kube.api import FakeKubeAPIServer  # noqa: E402
+from harness.stores.prometheus import free_port  # noqa: E402
 
 CM = "/apis/custom.metrics.k8s.io/v1beta2"
 PODS = 6

@@ -3,19 +3,16 @@ one handler posts the query posted to it to Prometheus over a keep-alive connect
 No routing beyond one path, no auth, no parsing. bench/adapter_bench.py starts it next to the adapter, so the
 adapter's overhead over raw Prometheus can be split into this hop's and the adapter's own.
 
-    python bench/python_hop.py PROMETHEUS_URL PORT
+    python -m bench.python_hop PROMETHEUS_URL PORT
 """
 
 from __future__ import annotations
 
 import asyncio
 import sys
-from pathlib import Path
 
 import aiohttp
 from aiohttp import web
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from common import event_loop
 

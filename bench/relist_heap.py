@@ -4,7 +4,7 @@ Each round reads what one relist of the built-in rules reads at 16,000 GPUs: 9 s
 with the collector's labels, each arriving in 64 KB pieces on the event loop and parsed in a worker thread (the
 adapter's ``series_reply``), 4 at a time. Each mode runs in a fresh process.
 
-    python bench/relist_heap.py [--rounds 25]
+    python -m bench.relist_heap [--rounds 25]
 """
 
 from __future__ import annotations
@@ -18,7 +18,6 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
 from adapter.backends.prometheus_answer import series_reply  # noqa: E402
 from adapter.serving.heap import malloc_trim  # noqa: E402

@@ -6,7 +6,7 @@ until both are ready and the watches they hold, each replica's Prometheus calls 
 ``--watch`` seconds of relists every ``--relist`` seconds, and the queries of ``--requests`` HPA requests to one
 replica, each sent after the value cache's time to live. Prints a Markdown table.
 
-    PYTHONPATH=. python bench/replica_costs.py [--relist 10] [--watch 32] [--requests 20]
+    python -m bench.replica_costs [--relist 10] [--watch 32] [--requests 20]
 """
 
 from __future__ import annotations
@@ -19,15 +19,15 @@ from pathlib import Path
 
 import aiohttp
 
-from tests.adapter.conftest import populate
-from tests.adapter.pki import client_context
-from tests.adapter.proxy import PrometheusProxy
-from tests.adapter.replicas import replicas
-from tests.adapter.secure import HPA, Cluster
-from tests.adapter.secure_process import AdapterProcess
-from tests.adapter.series import GPU, Exporter, exposition
-from tests.fakes.kube_apiserver import FakeKubeAPIServer
-from tests.support.prometheus import run_prometheus
+from harness.adapter.in_process import populate
+from harness.adapter.process import AdapterProcess
+from harness.adapter.replicas import replicas
+from harness.kube.api import FakeKubeAPIServer
+from harness.kube.cluster import HPA, Cluster
+from harness.kube.pki import client_context
+from harness.stores.exporter import GPU, Exporter, exposition
+from harness.stores.prometheus import run_prometheus
+from harness.stores.proxy import PrometheusProxy
 
 HPA_PATH = "/apis/custom.metrics.k8s.io/v1beta2/namespaces/ml/pods/%2A/gpu_utilization?labelSelector=app%3Dtrainer"
 REPLICAS = 2

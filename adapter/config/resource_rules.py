@@ -4,7 +4,7 @@ serve metrics.k8s.io (``kubectl top``, CPU and memory HPAs).
 ``cpu`` and ``memory`` each give a ``containerQuery`` (per pod, grouped further by ``containerLabel``), a
 ``nodeQuery`` and the ``resources`` that map labels to pods, nodes and namespaces; ``window`` is the window reported
 with every answer (prometheus-adapter reports 0s when it is absent); ``backend`` names the server both are asked
-(``config/backends.py``; without it, ``--prometheus-url``'s). The rules file's loader (``rules.py``) checks the
+(``backends/backend_specs.py``; without it, ``--prometheus-url``'s). The rules file's loader (``rules.py``) checks the
 keys and builds these. As prometheus-adapter, a rule that cannot answer some request (no label for pods, an empty
 query) still loads: the loader logs what is missing, and the requests that need it fail saying so."""
 

@@ -1,8 +1,8 @@
 """prometheus-adapter's rules file, read unchanged and strictly into frozen rules.
 
 Every key prometheus-adapter knows is accepted (``resourceRules`` for metrics.k8s.io, see ``resource_rules.py``),
-and ``backend``, which names the server a rule's series are in (``config/backends.py``); any other key is an error
-that names it and where it is. Regexes and templates are compiled here, at load time, so a request never meets a
+and ``backend``, which names the server a rule's series are in (``backends/backend_specs.py``); any other key is an
+error that names it and where it is. Regexes and templates are compiled here, at load time, so a request never meets a
 broken rule."""
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
 """What one relist finds: per rule, the series names its backend has with samples in the window, and the label names
 those series carry.
 
-Each rule is listed in its own backend (``backend`` key, ``config/backends.py``); a list asked by several rules of
-one backend is asked once. A backend that cannot answer costs only the findings of its own rules: they keep what
-the last relist of the same rules found, and the failure is named in ``Listed.errors``. Once one of a backend's
+Each rule is listed in its own backend (``backend`` key, ``backends/backend_specs.py``); a list asked by several
+rules of one backend is asked once. A backend that cannot answer costs only the findings of its own rules: they keep
+what the last relist of the same rules found, and the failure is named in ``Listed.errors``. Once one of a backend's
 listings has failed, its others are not sent, so a backend that hangs costs one timeout per relist, and each
 backend has its own few requests at a time, so it cannot hold up another.
 

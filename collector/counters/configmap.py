@@ -58,7 +58,7 @@ def parse_configmap_ref(text: str) -> ConfigMapRef | None:
 
 
 class ConfigMapCounters:
-    """A ``CountersSource`` (``counters_source.py``) over one ConfigMap."""
+    """A ``CountersSource`` (``counters/source.py``) over one ConfigMap."""
 
     def __init__(
         self,

@@ -4,7 +4,7 @@ One field a line, ``FIELD, type, help``; ``#`` starts a comment; spaces around f
 ``gauge``, ``counter`` and ``label`` (a label field becomes a label on every series); ``histogram`` and ``summary``
 are accepted and served as gauges, as dcgm-exporter does. A field this collector cannot serve is a warning that
 names the line, so a user's existing file keeps working. A field may be named by its dcgm-exporter 1.x name
-(``dcgm_gpu_temp``, ``legacy_names.py``): the series then carries that name, as in dcgm-exporter.
+(``dcgm_gpu_temp``, ``counters/legacy_names.py``): the series then carries that name, as in dcgm-exporter.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """A copy of one kind of Kubernetes object on this node, kept by LIST then WATCH (``common/list_watch.py``).
 
-The collector keeps two: the pods on its node (``pod_directory.py``) and, with ``--kubernetes-enable-dra``, the
-node's DRA ResourceSlices (``resource_slices.py``). Each supplies the list call and what to do with a listing and an
-event; this module owns the client, the watch and the failures. Objects are read as plain JSON, not typed models:
+The collector keeps two: the pods on its node (``pods/directory.py``) and, with ``--kubernetes-enable-dra``,
+the node's DRA ResourceSlices (``pods/resource_slices.py``). Each supplies the list call and what to do with a listing
+and an event; this module owns the client, the watch and the failures. Objects are read as plain JSON, not typed models:
 only a few fields are needed, and the typed models cost CPU on every event and reject objects they consider
 incomplete. The watch runs as a task on the server's event loop; the owners' tables are replaced or updated there
 and read from the collection thread (a dict read or a reference swap, safe under the GIL).

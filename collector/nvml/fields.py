@@ -1,7 +1,7 @@
 """The DCGM fields this collector serves, and the reading that gives each.
 
 Names, types and units follow dcgm-exporter so that existing dashboards, alerts and adapter rules keep working.
-A *reading* is one NVML call that yields one or more fields (``readings.py``), or one the reader serves itself (XID
+A *reading* is one NVML call that yields one or more fields (``nvml/readings.py``), or one the reader serves itself (XID
 events, GPM, NVLink rates, peer-to-peer status); the reader calls each reading once per device and cycle, and only
 for readings whose fields the counters file asks for.
 """

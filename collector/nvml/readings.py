@@ -1,4 +1,4 @@
-"""The NVML calls that give the fields of ``fields.py``: one *reading* per call, each yielding one or more fields.
+"""The NVML calls that give the fields of ``nvml/fields.py``: one *reading* per call, each yielding one or more fields.
 
 A reading leaves out a field the device does not support (a per-value NotSupported); when the whole call is
 NotSupported it raises, and the reader marks all its fields unsupported. Values are in DCGM's units.

@@ -3,7 +3,7 @@
 Shared GPUs need the first: a process's cgroup names its pod by UID, and the kubelet's pod-resources API names pods
 by namespace and name. ``--kubernetes-enable-pod-uid`` and ``--kubernetes-enable-pod-labels`` need the second: a
 pod-owned series gets the pod's UID and its (allowed, sanitised) labels from here, so a scrape makes no API call.
-Labels are filtered and renamed once per pod update (``pod_labels.py``), and kept only when asked for.
+Labels are filtered and renamed once per pod update (``pods/labels.py``), and kept only when asked for.
 """
 
 from __future__ import annotations

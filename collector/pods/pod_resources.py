@@ -55,7 +55,7 @@ class PodMap:
 
 
 class DraDevices(Protocol):
-    """Which GPU a DRA device of ``gpu.nvidia.com`` is (``resource_slices.py``)."""
+    """Which GPU a DRA device of ``gpu.nvidia.com`` is (``pods/resource_slices.py``)."""
 
     @property
     def synced(self) -> bool: ...

@@ -4,7 +4,7 @@ NVML keeps about five utilization samples a second, each belonging to the proces
 ~200 ms window, and ``nvmlDeviceGetProcessUtilization`` returns only the newest sample of each process. A 1 Hz poll
 therefore sees one process at a time; this sampler polls every ``poll`` seconds (0.2 s), passing the last timestamp
 seen, and keeps every sample of the last ``window`` seconds. A pod's share is a windowed quantity: see
-``attribution.py``.
+``pods/attribution.py``.
 """
 
 from __future__ import annotations

@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -11,19 +10,19 @@ from aiohttp.test_utils import TestClient, TestServer
 
 from adapter.app import create_app
 from adapter.backends.auth_api import AuthAPI
-from adapter.backends.prometheus import PrometheusConfig
-from adapter.components import COMPONENTS, Components
 from adapter.freshness import DEFAULT_TIMING, Timing
 from adapter.security import tls
 from adapter.security.auth_config import AuthSettings
 from adapter.settings import Settings
-from tests.adapter.proxy import PrometheusProxy
-from tests.adapter.secure import Cluster, SecureAdapter, grant_cluster_roles
-from tests.adapter.series import FB, GPU, TENSOR, Exporter, exposition
-from tests.fakes.kube_apiserver import FakeKubeAPIServer
-from tests.support.prometheus import Prometheus, run_prometheus
-from tests.support.stores import PROMETHEUS
-from tests.support.victoria_metrics import VictoriaMetrics, run_victoria_metrics
+from harness.adapter.in_process import Adapter, MakeSecure, populate, settings_for
+from harness.kube.api import FakeKubeAPIServer
+from harness.kube.cluster import Cluster, SecureAdapter, grant_cluster_roles
+from harness.stores.exporter import FB, GPU, TENSOR, Exporter, exposition
+from harness.stores.kinds import PROMETHEUS
+from harness.stores.prometheus import Prometheus, run_prometheus
+from harness.stores.proxy import PrometheusProxy
+from harness.stores.victoria_metrics import VictoriaMetrics, run_victoria_metrics
+from harness.waiting import eventually, wait_until
 
 AiohttpClient = Callable[[web.Application], Awaitable[TestClient[web.Request, web.Application]]]
 AiohttpServer = Callable[..., Awaitable[TestServer]]
@@ -60,26 +59,6 @@ def store(request: pytest.FixtureRequest) -> Prometheus:
     return server
 
 
-def populate(kube: FakeKubeAPIServer) -> None:
-    """The cluster the series describe."""
-    kube.put("namespaces", "ml", {"team": "ml"})
-    kube.put("namespaces", "serving", {"team": "inference"})
-    kube.put("namespaces", "gpu-system", {"team": "platform"})
-    for node, labels in {"node-a": {"pool": "train"}, "node-b": {"pool": "train"}, "node-c": {"pool": "infer"}}.items():
-        kube.put("nodes", node, labels)
-    kube.put("nodes", "node-d", {"pool": "broken"})
-    for pod, labels in {
-        "trainer-0": {"app": "trainer"},
-        "trainer-1": {"app": "trainer"},
-        "broken-0": {"app": "trainer"},
-        "other-0": {"app": "other"},
-        "share-a": {"app": "share"},
-        "share-b": {"app": "share"},
-    }.items():
-        kube.put("pods", pod, labels, namespace="ml")
-    kube.put("pods", "infer-0", {"app": "infer"}, namespace="serving")
-
-
 @pytest.fixture
 async def kube() -> AsyncIterator[FakeKubeAPIServer]:
     fake = FakeKubeAPIServer()
@@ -87,59 +66,6 @@ async def kube() -> AsyncIterator[FakeKubeAPIServer]:
     await fake.start()
     yield fake
     await fake.stop()
-
-
-def settings_for(prometheus_url: str, kubeconfig: Path | None, **overrides: Any) -> Settings:
-    fields: dict[str, Any] = {
-        "prometheus": PrometheusConfig(url=prometheus_url, timeout=5.0),
-        "lister_kubeconfig": kubeconfig,
-        "insecure_serve_http": True,
-        "insecure_disable_auth": True,
-        **overrides,
-    }
-    return Settings(**fields)
-
-
-async def wait_until(check: Callable[[], bool], within: float = 10.0, what: str = "condition") -> None:
-    """Poll ``check`` until true; the state lives in other processes and sockets, so there is no event to await."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + within
-    while True:
-        if check():
-            return
-        if loop.time() > deadline:
-            raise AssertionError(f"gave up waiting for {what} after {within}s")
-        await asyncio.sleep(0.02)
-
-
-async def eventually(check: Callable[[], Awaitable[bool]], within: float = 10.0, what: str = "condition") -> None:
-    """``wait_until`` for checks that must await (an HTTP request to the adapter)."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + within
-    while True:
-        if await check():
-            return
-        if loop.time() > deadline:
-            raise AssertionError(f"gave up waiting for {what} after {within}s")
-        await asyncio.sleep(0.05)
-
-
-class Adapter:
-    """A running adapter app and an HTTP client to it."""
-
-    def __init__(self, client: TestClient[web.Request, web.Application]) -> None:
-        self.client = client
-
-    @property
-    def components(self) -> Components:
-        return self.client.app[COMPONENTS]
-
-    async def get(self, path: str, status: int = 200, **params: str) -> Any:
-        resp = await self.client.get(path, params=params or None)
-        body = await resp.json()
-        assert resp.status == status, body
-        assert resp.content_type == "application/json"
-        return body
 
 
 @pytest.fixture
@@ -165,9 +91,6 @@ async def adapter(
 @pytest.fixture
 def cluster() -> Cluster:
     return Cluster()
-
-
-MakeSecure = Callable[..., Awaitable[SecureAdapter]]
 
 
 @pytest.fixture

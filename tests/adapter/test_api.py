@@ -9,11 +9,12 @@ import pytest
 
 from adapter.naming.resources import GroupResource
 from adapter.query.selectors import parse_selector
-from tests.adapter.conftest import Adapter, wait_until
-from tests.fakes.kube_apiserver import FakeKubeAPIServer
-from tests.support.prometheus import Prometheus
-from tests.support.stores import on_every_store
-from tests.support.victoria_metrics import VictoriaMetrics
+from harness.adapter.in_process import Adapter
+from harness.kube.api import FakeKubeAPIServer
+from harness.stores.kinds import on_every_store
+from harness.stores.prometheus import Prometheus
+from harness.stores.victoria_metrics import VictoriaMetrics
+from harness.waiting import wait_until
 
 pytestmark = on_every_store
 

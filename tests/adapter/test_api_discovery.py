@@ -15,7 +15,8 @@ from adapter.backends.kube_client import KubeClient
 from adapter.backends.rest_mapper import RestMapper
 from adapter.naming.resources import BUILT_IN, GroupResource, ResourceInfo
 from adapter.self_metrics import AdapterMetrics
-from tests.fakes.kube_apiserver import FakeKubeAPIServer, Served
+from harness.kube.api import FakeKubeAPIServer
+from harness.kube.discovery import Served
 
 RAY = Served("ray.io", ("v1",), "rayclusters", "raycluster", "RayCluster", True, ("rc",), ("status",))
 

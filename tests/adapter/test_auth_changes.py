@@ -4,32 +4,22 @@ flag, its own serving certificate; and until it knows whom to trust, it serves n
 from __future__ import annotations
 
 import logging
-import ssl
 from pathlib import Path
 
-import aiohttp
 import pytest
 import yaml
 from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 
 from adapter.security import tls
-from tests.adapter.conftest import MakeSecure, eventually, wait_until
-from tests.adapter.pki import CA, Issued
-from tests.adapter.secure import CUSTOM, HPA_REQUEST, HPA_TOKEN, Cluster, SecureAdapter
-from tests.fakes.kube_apiserver import FakeKubeAPIServer
-from tests.support.prometheus import free_port
+from harness.adapter.in_process import MakeSecure
+from harness.kube.api import FakeKubeAPIServer
+from harness.kube.cluster import HPA_REQUEST, HPA_TOKEN, Cluster, status_of
+from harness.kube.pki import CA
+from harness.stores.prometheus import free_port
+from harness.waiting import eventually, wait_until
 
-AGGREGATOR = [("X-Remote-User", "system:kube-aggregator"), ("X-Remote-Group", "system:masters")]
 CONFIGMAPS = "/api/v1/namespaces/kube-system/configmaps"
-
-
-async def status_of(adapter: SecureAdapter, identity: Issued | None, path: str = CUSTOM) -> int | str:
-    """The status a request as the aggregator gets, or ``tls`` when the handshake refused the certificate."""
-    try:
-        return (await adapter.get(path, identity, AGGREGATOR)).status
-    except (aiohttp.ClientError, ssl.SSLError):
-        return "tls"
 
 
 async def test_nothing_is_served_until_the_configmap_is_read(
@@ -79,7 +69,7 @@ async def test_a_rotated_front_proxy_ca_replaces_the_old_one(
     assert await status_of(adapter, cluster.front_proxy) == 200
     new_ca = CA("front-proxy-ca-2")
     new_proxy = new_ca.issue("front-proxy-client")
-    cluster.publish(kube, cluster.configmap(**{"requestheader-client-ca-file": new_ca.pem}))
+    cluster.publish(kube, cluster.configmap() | {"requestheader-client-ca-file": new_ca.pem})
 
     async def rotated() -> bool:
         return await status_of(adapter, new_proxy) == 200
@@ -94,7 +84,7 @@ async def test_a_broken_configmap_keeps_the_configuration_in_force(
     make_secure: MakeSecure, cluster: Cluster, kube: FakeKubeAPIServer, caplog: pytest.LogCaptureFixture
 ) -> None:
     adapter = await make_secure()
-    cluster.publish(kube, cluster.configmap(**{"requestheader-allowed-names": "front-proxy-client"}))
+    cluster.publish(kube, cluster.configmap() | {"requestheader-allowed-names": "front-proxy-client"})
 
     await wait_until(
         lambda: adapter.sample("gpuscale_adapter_auth_config_reloads_total", result="error") == 1,

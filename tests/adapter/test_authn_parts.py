@@ -17,8 +17,8 @@ from adapter.security.client_certs import BundleVerifier
 from adapter.security.front_proxy import FrontProxy
 from adapter.security.identity import AUTHENTICATED, User
 from adapter.security.token_review import bearer_token, user_of
-from tests.adapter.pki import CA, Issued
-from tests.adapter.secure import Cluster
+from harness.kube.cluster import Cluster
+from harness.kube.pki import CA, Issued
 
 
 def der(issued: Issued) -> bytes:
@@ -90,7 +90,7 @@ def test_an_absent_configmap_or_key_means_no_such_ca(cluster: Cluster) -> None:
 )
 def test_a_broken_configmap_is_refused_naming_the_key(cluster: Cluster, key: str, value: str, message: str) -> None:
     with pytest.raises(ConfigError, match=message):
-        build_config(AuthSettings(), cluster.configmap(**{key: value}))
+        build_config(AuthSettings(), cluster.configmap() | {key: value})
 
 
 def test_an_unreadable_ca_file_names_the_flag(tmp_path: Path) -> None:
@@ -131,7 +131,8 @@ def test_usage_time_and_garbage_are_checked(cluster: Cluster) -> None:
         later.verify(der(cluster.client_ca.issue("alice")))
 
 
-def front_proxy(cluster: Cluster, allowed: tuple[str, ...] = ("front-proxy-client",), **names: str) -> FrontProxy:
+# allowed is positional only: otherwise mypy matches a ** dict of ConfigMap keys against it too
+def front_proxy(cluster: Cluster, allowed: tuple[str, ...] = ("front-proxy-client",), /, **names: str) -> FrontProxy:
     data = cluster.configmap(allowed=allowed, **names)
     config = build_config(AuthSettings(), data).request_header
     assert config is not None
@@ -172,7 +173,7 @@ def test_the_front_proxy_needs_its_certificate_name_and_a_user(cluster: Cluster)
         proxy.authenticate(der(cluster.front_proxy_ca.issue("someone")), headers(("X-Remote-User", "admin")))
     with pytest.raises(CertificateRejected):
         proxy.authenticate(der(cluster.client_ca.issue("front-proxy-client")), headers(("X-Remote-User", "admin")))
-    anyone = front_proxy(cluster, allowed=())
+    anyone = front_proxy(cluster, ())
     user = anyone.authenticate(der(cluster.front_proxy_ca.issue("someone")), headers(("X-Remote-User", "admin")))
     assert user is not None
     assert user.name == "admin"

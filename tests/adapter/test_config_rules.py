@@ -12,12 +12,13 @@ import pytest
 
 from adapter.naming.resources import GroupResource
 from adapter.query.selectors import parse_selector
-from demo.kube_wire import parse_quantity
-from tests.adapter.conftest import Adapter, eventually, settings_for, wait_until
-from tests.adapter.series import WEIRD_PODS, Exporter
-from tests.fakes.kube_apiserver import FakeKubeAPIServer
-from tests.support.prometheus import Prometheus
-from tests.support.stores import on_every_store
+from harness.adapter.in_process import Adapter, settings_for
+from harness.kube.api import FakeKubeAPIServer
+from harness.kube.wire import parse_quantity
+from harness.stores.exporter import WEIRD_PODS, Exporter
+from harness.stores.kinds import on_every_store
+from harness.stores.prometheus import Prometheus
+from harness.waiting import eventually, wait_until
 
 pytestmark = on_every_store
 

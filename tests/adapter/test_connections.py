@@ -13,7 +13,7 @@ from aiohttp import web
 
 from adapter.security.tls import self_signed
 from adapter.serving.connections import TRIM_AFTER_CLOSES, BoundedSite, Limits, runner
-from tests.adapter.conftest import wait_until
+from harness.waiting import wait_until
 
 REQUEST = b"GET / HTTP/1.1\r\nHost: adapter\r\n\r\n"
 

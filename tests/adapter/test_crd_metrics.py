@@ -13,15 +13,16 @@ from typing import Any
 import pytest
 
 from adapter.security.tls import self_signed
-from demo.kube_aggregator import ADMIN, APIService, Endpoints
-from tests.adapter.conftest import Adapter, settings_for
-from tests.adapter.pki import client_context
-from tests.adapter.secure import Cluster
-from tests.adapter.secure_process import secure_adapter
-from tests.adapter.series import Exporter, exposition
-from tests.adapter.test_cli import kubectl_binary, run
-from tests.fakes.kube_apiserver import FakeKubeAPIServer, Served
-from tests.support.prometheus import Prometheus, run_prometheus
+from harness.adapter.in_process import Adapter, settings_for
+from harness.adapter.process import secure_adapter
+from harness.kube.aggregator import ADMIN, APIService, Endpoints
+from harness.kube.api import FakeKubeAPIServer
+from harness.kube.cluster import Cluster
+from harness.kube.discovery import Served
+from harness.kube.kubectl import kubectl_binary, run
+from harness.kube.pki import client_context
+from harness.stores.exporter import Exporter, exposition
+from harness.stores.prometheus import Prometheus, run_prometheus
 
 pytestmark = pytest.mark.prometheus
 

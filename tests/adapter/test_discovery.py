@@ -16,9 +16,9 @@ from adapter.naming import resources
 from adapter.naming.resources import GroupResource
 from adapter.provider.discovery import Discovery, build_catalog, discover
 from adapter.self_metrics import AdapterMetrics
-from tests.adapter.proxy import PrometheusProxy
-from tests.support.prometheus import Prometheus
-from tests.support.stores import on_every_store
+from harness.stores.kinds import on_every_store
+from harness.stores.prometheus import Prometheus
+from harness.stores.proxy import PrometheusProxy
 
 GPU = "DCGM_FI_DEV_GPU_UTIL"
 

@@ -10,13 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from tests.adapter.conftest import Adapter, eventually, settings_for
-from tests.adapter.proxy import PrometheusProxy
-from tests.adapter.series import Exporter, exposition
-from tests.fakes.kube_apiserver import FakeKubeAPIServer
-from tests.support.prometheus import Prometheus
-from tests.support.stores import STORES, run_store
-from tests.support.victoria_metrics import VictoriaMetrics
+from harness.adapter.in_process import Adapter, settings_for
+from harness.kube.api import FakeKubeAPIServer
+from harness.stores.exporter import Exporter, exposition
+from harness.stores.kinds import STORES, run_store
+from harness.stores.prometheus import Prometheus
+from harness.stores.proxy import PrometheusProxy
+from harness.stores.victoria_metrics import VictoriaMetrics
+from harness.waiting import eventually
 
 pytestmark = pytest.mark.prometheus
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.adapter.conftest import Adapter
+from harness.adapter.in_process import Adapter
 
 CM = "/apis/custom.metrics.k8s.io/v1beta2"
 EM = "/apis/external.metrics.k8s.io/v1beta1"

@@ -6,7 +6,7 @@ from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.adapter.conftest import Adapter
+from harness.adapter.in_process import Adapter
 
 CM = "/apis/custom.metrics.k8s.io/v1beta2"
 EXPLAIN = f"/explain{CM}"

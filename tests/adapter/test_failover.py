@@ -1,7 +1,7 @@
 """Two replicas behind the aggregation layer, one of them leaving mid-load.
 
 Clients (several, each on its own keep-alive connection) ask the stand-in API server, whose aggregator sends each
-request to one of the Service's ready endpoints picked at random and never tries another (``demo/kube_aggregator.py``
+request to one of the Service's ready endpoints picked at random and never tries another (``harness/kube/aggregator.py``
 says what it reproduces of kube-aggregator). Then one replica goes:
 
 - killed (SIGKILL): its endpoint is removed in the same step, as the endpoints controller removes a pod whose
@@ -31,15 +31,16 @@ import aiohttp
 import pytest
 from aiohttp import web
 
-from demo.kube_aggregator import ADMIN, APIService, Endpoints
-from tests.adapter.conftest import eventually, populate, wait_until
-from tests.adapter.pki import client_context
-from tests.adapter.proxy import PrometheusProxy
-from tests.adapter.replicas import replicas
-from tests.adapter.secure import Cluster
-from tests.adapter.secure_process import AdapterProcess
-from tests.fakes.kube_apiserver import TOKEN, FakeKubeAPIServer
-from tests.support.prometheus import Prometheus
+from harness.adapter.in_process import populate
+from harness.adapter.process import AdapterProcess
+from harness.adapter.replicas import replicas
+from harness.kube.aggregator import ADMIN, APIService, Endpoints
+from harness.kube.api import TOKEN, FakeKubeAPIServer
+from harness.kube.cluster import Cluster
+from harness.kube.pki import client_context
+from harness.stores.prometheus import Prometheus
+from harness.stores.proxy import PrometheusProxy
+from harness.waiting import eventually, wait_until
 
 pytestmark = [pytest.mark.prometheus, pytest.mark.slow]
 
@@ -139,7 +140,11 @@ class Cluster2:
     async def steady(self) -> None:
         """Both replicas answering the load."""
         for adapter in (self.stays, self.leaves):
-            await wait_until(lambda a=adapter: self.kube.aggregator.sent[a.url] >= 30, within=60, what="load on both")
+
+            def loaded(url: str = adapter.url) -> bool:
+                return self.kube.aggregator.sent[url] >= 30
+
+            await wait_until(loaded, within=60, what="load on both")
 
     async def log_says(self, text: str) -> None:
         await wait_until(lambda: text in self.leaves.log.read_text(), within=30, what=f"the log to say {text!r}")

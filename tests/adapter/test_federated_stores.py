@@ -26,12 +26,13 @@ import pytest
 from adapter.backends.backend_specs import BackendSpec
 from adapter.backends.prometheus import PrometheusConfig
 from adapter.provider.explain import render_text
-from tests.adapter.cadvisor import cadvisor_prometheus
-from tests.adapter.conftest import Adapter, settings_for, wait_until
-from tests.adapter.proxy import PrometheusProxy
-from tests.adapter.series import Exporter, exposition
-from tests.fakes.kube_apiserver import FakeKubeAPIServer
-from tests.support.prometheus import Prometheus, run_prometheus
+from harness.adapter.in_process import Adapter, settings_for
+from harness.kube.api import FakeKubeAPIServer
+from harness.stores.cadvisor import cadvisor_prometheus
+from harness.stores.exporter import Exporter, exposition
+from harness.stores.prometheus import Prometheus, run_prometheus
+from harness.stores.proxy import PrometheusProxy
+from harness.waiting import wait_until
 
 pytestmark = pytest.mark.prometheus
 
@@ -422,7 +423,7 @@ async def test_one_backend_down_the_other_still_answers_and_errors_name_the_back
 
 @pytest.fixture(scope="module")
 def kubelets(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Prometheus]:
-    """A third real Prometheus, with the containers' and nodes' CPU and memory (tests/adapter/cadvisor.py)."""
+    """A third real Prometheus, with the containers' and nodes' CPU and memory (harness/stores/cadvisor.py)."""
     with cadvisor_prometheus(tmp_path_factory.mktemp("kubelets")) as prom:
         yield prom
 

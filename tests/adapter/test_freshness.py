@@ -34,7 +34,9 @@ def test_failing_counts_from_the_first_failure_until_a_success(caplog: pytest.Lo
     assert source.problem() == "authentication/configmap failing for 61s (more than 60s): HTTP 503"
     assert source.stale()
     source.succeeded()
-    assert (source.failing_since, source.error, source.stale()) == (None, "", False)
+    # declared anew: mypy keeps the narrowing of failing_since from the assertion above across succeeded()
+    state: tuple[float | None, str, bool] = (source.failing_since, source.error, source.stale())
+    assert state == (None, "", False)
     messages = [(r.levelno, r.getMessage()) for r in caplog.records]
     assert messages == [  # once each, however often it was asked
         (

@@ -13,9 +13,9 @@ from adapter.config.rules import parse_rules
 from adapter.errors import ConfigError
 from adapter.query.go_regexp import GoRegexp
 from adapter.query.promql import parse_series_selector
-from tests.adapter.conftest import Adapter, settings_for
-from tests.fakes.kube_apiserver import FakeKubeAPIServer
-from tests.support.prometheus import Prometheus
+from harness.adapter.in_process import Adapter, settings_for
+from harness.kube.api import FakeKubeAPIServer
+from harness.stores.prometheus import Prometheus
 
 
 def rule(filters: str = "[]", matches: str = "", name_as: str = "") -> str:

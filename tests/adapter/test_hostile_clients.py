@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.adapter.secure_process import AdapterProcess, secure_adapter
-from tests.fakes.kube_apiserver import FakeKubeAPIServer
-from tests.support.prometheus import Prometheus
+from harness.adapter.process import AdapterProcess, secure_adapter
+from harness.kube.api import FakeKubeAPIServer
+from harness.stores.prometheus import Prometheus
 
 TOKEN = "secret-token"
 MALFORMED = [

@@ -6,13 +6,13 @@ from __future__ import annotations
 import asyncio
 import json
 
-from tests.adapter.conftest import MakeSecure
-from tests.adapter.secure import HPA_REQUEST, Cluster
+from harness.adapter.in_process import MakeSecure
+from harness.kube.cluster import HPA_REQUEST, Cluster
 
 
 async def raw_get(url: str, ssl_context: object, path: str, headers: list[bytes]) -> tuple[int, bytes]:
     host, _, port = url.removeprefix("https://").rpartition(":")
-    reader, writer = await asyncio.open_connection(host, int(port), ssl=ssl_context)  # type: ignore[arg-type]
+    reader, writer = await asyncio.open_connection(host, int(port), ssl=ssl_context)
     head = b"\r\n".join([f"GET {path} HTTP/1.1".encode(), f"Host: {host}".encode(), *headers, b"Connection: close"])
     writer.write(head + b"\r\n\r\n")
     await writer.drain()

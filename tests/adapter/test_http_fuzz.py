@@ -9,7 +9,7 @@ from __future__ import annotations
 import random
 from urllib.parse import quote
 
-from tests.adapter.conftest import Adapter
+from harness.adapter.in_process import Adapter
 
 PIECES = ["apis", "custom.metrics.k8s.io", "external.metrics.k8s.io", "v1beta1", "v1beta2", "v1", "namespaces", "ml",
           "pods", "nodes", "deployments.apps", "metrics", "*", "%2A", "%2F", "%00", "%0A", "%ZZ", "..", ".", "",

@@ -23,22 +23,14 @@ import aiohttp
 import pytest
 
 from adapter.config.rules import default_rules_text
-from tests.adapter.conftest import eventually
-from tests.adapter.secure import Cluster, grant_cluster_roles
-from tests.adapter.test_cli import kubectl_binary, kubectl_config, run
-from tests.deploy.dockerfile import parse
-from tests.deploy.manifests import ROOT
-from tests.fakes.kube_apiserver import FakeKubeAPIServer
-from tests.support.prometheus import Prometheus, free_port
-
-KUBE_PROMETHEUS_CIPHERS = (
-    "TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305,TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305,TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256,"
-    "TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384,TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256,"
-    "TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384,TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA,"
-    "TLS_ECDHE_ECDSA_WITH_AES_128_CBC_SHA256,TLS_ECDHE_ECDSA_WITH_AES_128_CBC_SHA,TLS_ECDHE_RSA_WITH_AES_256_CBC_SHA,"
-    "TLS_ECDHE_ECDSA_WITH_AES_256_CBC_SHA,TLS_RSA_WITH_AES_128_GCM_SHA256,TLS_RSA_WITH_AES_256_GCM_SHA384,"
-    "TLS_RSA_WITH_AES_128_CBC_SHA,TLS_RSA_WITH_AES_256_CBC_SHA"
-)
+from harness.deploy.dockerfile import parse
+from harness.deploy.manifests import ROOT
+from harness.deploy.peer_args import KUBE_PROMETHEUS_CIPHERS
+from harness.kube.api import FakeKubeAPIServer
+from harness.kube.cluster import Cluster, grant_cluster_roles
+from harness.kube.kubectl import kubectl_binary, kubectl_config, run
+from harness.stores.prometheus import Prometheus, free_port
+from harness.waiting import eventually
 
 
 def entry_point() -> list[str]:

@@ -16,8 +16,8 @@ from adapter.errors import KubernetesError
 from adapter.naming import resources
 from adapter.query.selectors import parse_selector
 from adapter.self_metrics import AdapterMetrics
-from tests.adapter.conftest import wait_until
-from tests.fakes.kube_apiserver import FakeKubeAPIServer
+from harness.kube.api import FakeKubeAPIServer
+from harness.waiting import wait_until
 
 PODS = "/api/v1/pods"
 
@@ -184,9 +184,9 @@ async def test_lister_uses_live_lists_until_synced_then_memory(
         assert len([r for r in kube.requests[lists:] if r[1].get("watch") != "true"]) == 0
         # a resource the cache does not hold is listed live, with the selector
         kube.put("deployments.apps", "web", {"tier": "front"}, namespace="ml")
-        deployments = await lister.names(
-            resources.BUILT_IN.lookup("deployments", "apps"), "ml", parse_selector("tier=front")
-        )  # type: ignore[arg-type]
+        deployments_resource = resources.BUILT_IN.lookup("deployments", "apps")
+        assert deployments_resource is not None
+        deployments = await lister.names(deployments_resource, "ml", parse_selector("tier=front"))
         assert deployments.names == ["web"]
         assert deployments.source == "live LIST (resource not cached)"
         assert metrics.registry.get_sample_value("gpuscale_adapter_kube_live_lists_total", {"resource": "pods"}) == 1

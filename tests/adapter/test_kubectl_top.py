@@ -2,7 +2,7 @@
 aggregation layer proxies ``/apis/metrics.k8s.io`` to ``python -m adapter`` (HTTPS, front-proxy authentication,
 SubjectAccessReviews), started with prometheus-adapter's and kube-prometheus's own configuration files over a real
 Prometheus holding cAdvisor, kubelet and node-exporter series. The numbers kubectl prints are computed by hand from
-the series written (tests/adapter/cadvisor.py)."""
+the series written (harness/stores/cadvisor.py)."""
 
 from __future__ import annotations
 
@@ -13,9 +13,14 @@ from pathlib import Path
 import pytest
 
 from adapter.security.tls import self_signed
-from demo.kube_aggregator import ADMIN, APIService, Endpoints
-from demo.kube_reviews import ReviewUser
-from tests.adapter.cadvisor import (
+from harness.adapter.process import secure_adapter
+from harness.kube.aggregator import ADMIN, APIService, Endpoints
+from harness.kube.api import FakeKubeAPIServer
+from harness.kube.cluster import Cluster
+from harness.kube.kubectl import kubectl_binary, run
+from harness.kube.pki import client_context
+from harness.kube.reviews import ReviewUser
+from harness.stores.cadvisor import (
     ANSWERED_PODS,
     NODES,
     cadvisor_prometheus,
@@ -28,12 +33,7 @@ from tests.adapter.cadvisor import (
     pod_usage,
     populate,
 )
-from tests.adapter.pki import client_context
-from tests.adapter.secure import Cluster
-from tests.adapter.secure_process import secure_adapter
-from tests.adapter.test_cli import kubectl_binary, run
-from tests.fakes.kube_apiserver import FakeKubeAPIServer
-from tests.support.prometheus import Prometheus
+from harness.stores.prometheus import Prometheus
 
 pytestmark = [pytest.mark.prometheus, pytest.mark.slow]
 

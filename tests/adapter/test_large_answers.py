@@ -19,9 +19,10 @@ import pytest
 
 from adapter.backends.prometheus import PrometheusClient, PrometheusConfig, QueryResult, make_session
 from adapter.self_metrics import AdapterMetrics
-from tests.adapter.conftest import Adapter, eventually, settings_for, wait_until
-from tests.adapter.proxy import PrometheusProxy
-from tests.fakes.kube_apiserver import FakeKubeAPIServer
+from harness.adapter.in_process import Adapter, settings_for
+from harness.kube.api import FakeKubeAPIServer
+from harness.stores.proxy import PrometheusProxy
+from harness.waiting import eventually, wait_until
 
 CM = "/apis/custom.metrics.k8s.io/v1beta2"
 TRAINERS = f"{CM}/namespaces/ml/pods/*/gpu_utilization?labelSelector=app%3Dtrainer"

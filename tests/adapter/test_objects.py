@@ -1,4 +1,5 @@
 import json
+from typing import cast
 
 import pytest
 from hypothesis import given
@@ -7,6 +8,7 @@ from hypothesis import strategies as st
 from adapter.api.objects import (
     ExternalValue,
     MetricValue,
+    MetricValueV1beta2,
     ObjectRef,
     ResourceEntry,
     api_resource_list,
@@ -58,7 +60,7 @@ def test_metric_value_lists_match_the_contract(version: str, item: dict[str, obj
 
 def test_cluster_scoped_objects_have_no_namespace() -> None:
     node = MetricValue(ObjectRef("Node", None, "n", "v1"), "m", {"matchLabels": {"gpu": "0"}}, 0, 120, "1")
-    (item,) = metric_value_list("v1beta2", [node])["items"]
+    (item,) = cast(list[MetricValueV1beta2], metric_value_list("v1beta2", [node])["items"])
     assert item["describedObject"] == {"kind": "Node", "name": "n", "apiVersion": "v1"}
     assert item["metric"]["selector"] == {"matchLabels": {"gpu": "0"}}
     assert item["windowSeconds"] == 120

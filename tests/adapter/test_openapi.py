@@ -6,14 +6,14 @@ import copy
 import json
 from typing import Any
 
-import jsonschema
+import jsonschema  # type: ignore[import-untyped]
 import pytest
 from openapi_spec_validator import validate
 from openapi_spec_validator.validation.exceptions import OpenAPIValidationError
 from referencing.exceptions import Unresolvable
 
 from adapter.api import openapi
-from tests.adapter.conftest import Adapter
+from harness.adapter.in_process import Adapter
 
 CM = "/apis/custom.metrics.k8s.io"
 EM = "/apis/external.metrics.k8s.io"

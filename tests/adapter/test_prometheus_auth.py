@@ -24,10 +24,10 @@ from adapter.backends.prometheus_auth import KubeconfigCredentials
 from adapter.components import components
 from adapter.errors import ConfigError, KubernetesError, PrometheusError
 from adapter.self_metrics import AdapterMetrics
-from tests.adapter.conftest import settings_for
-from tests.adapter.pki import CA
-from tests.adapter.proxy import PrometheusProxy
-from tests.support.prometheus import Prometheus
+from harness.adapter.in_process import settings_for
+from harness.kube.pki import CA
+from harness.stores.prometheus import Prometheus
+from harness.stores.proxy import PrometheusProxy
 
 # prints an ExecCredential whose token counts the runs; an expiry in seconds from now, if the file says one
 PLUGIN = """

@@ -14,10 +14,11 @@ import trustme
 from adapter.backends.prometheus import PrometheusClient, PrometheusConfig, make_session
 from adapter.errors import PrometheusError, QueryError
 from adapter.self_metrics import AdapterMetrics
-from tests.adapter.conftest import Adapter, eventually, settings_for
-from tests.adapter.proxy import PrometheusProxy
-from tests.fakes.kube_apiserver import FakeKubeAPIServer
-from tests.support.prometheus import Prometheus
+from harness.adapter.in_process import Adapter, settings_for
+from harness.kube.api import FakeKubeAPIServer
+from harness.stores.prometheus import Prometheus
+from harness.stores.proxy import PrometheusProxy
+from harness.waiting import eventually
 
 CM = "/apis/custom.metrics.k8s.io/v1beta2"
 TRAINERS = f"{CM}/namespaces/ml/pods/*/gpu_utilization?labelSelector=app%3Dtrainer"

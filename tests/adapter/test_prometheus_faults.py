@@ -14,9 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.adapter.conftest import Adapter, eventually, settings_for
-from tests.adapter.proxy import PrometheusProxy
-from tests.fakes.kube_apiserver import FakeKubeAPIServer
+from harness.adapter.in_process import Adapter, settings_for
+from harness.kube.api import FakeKubeAPIServer
+from harness.stores.proxy import PrometheusProxy
+from harness.waiting import eventually
 
 CM = "/apis/custom.metrics.k8s.io/v1beta2"
 TRAINERS = f"{CM}/namespaces/ml/pods/*/gpu_utilization?labelSelector=app%3Dtrainer"

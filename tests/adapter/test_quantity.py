@@ -6,7 +6,7 @@ from hypothesis import strategies as st
 
 from adapter.errors import NotFinite
 from adapter.query.quantity import binary_quantity, format_quantity, parse_sample_value
-from demo.kube_wire import parse_quantity  # independent of the adapter: round trips check one against the other
+from harness.kube.wire import parse_quantity  # independent of the adapter: round trips check one against the other
 
 
 @pytest.mark.parametrize(

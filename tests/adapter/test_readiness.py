@@ -17,12 +17,12 @@ from adapter.freshness import Timing
 from adapter.http import health
 from adapter.self_metrics import AdapterMetrics
 from adapter.supervisor import stop
-from tests.adapter.conftest import Adapter, MakeSecure, eventually, settings_for, wait_until
-from tests.adapter.proxy import PrometheusProxy
-from tests.adapter.secure import HPA_TOKEN, STRANGER_TOKEN, Cluster, SecureAdapter
-from tests.adapter.test_auth_changes import AGGREGATOR
-from tests.fakes.kube_apiserver import FakeKubeAPIServer
-from tests.support.prometheus import Prometheus
+from harness.adapter.in_process import Adapter, MakeSecure, settings_for
+from harness.kube.api import FakeKubeAPIServer
+from harness.kube.cluster import AGGREGATOR, HPA_TOKEN, STRANGER_TOKEN, Cluster, SecureAdapter
+from harness.stores.prometheus import Prometheus
+from harness.stores.proxy import PrometheusProxy
+from harness.waiting import eventually, wait_until
 
 SHORT = Timing(stale_after=1.0, max_backoff=0.2)
 STALE_LOG = "/readyz fails until it recovers"
@@ -174,7 +174,7 @@ async def test_readyz_says_why_only_to_callers_that_authenticate(
         {"identity": cluster.front_proxy, "headers": AGGREGATOR},
         {"identity": cluster.client_ca.issue("bob")},
     ):
-        r = await adapter.get("/readyz?verbose", **credentials)  # type: ignore[arg-type]
+        r = await adapter.get("/readyz?verbose", **credentials)
         assert r.status == 503
         assert withheld not in r.text
         assert "[-]authentication failed: authentication/configmap failing for " in r.text

@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from tests.adapter.conftest import Adapter, settings_for
-from tests.adapter.series import Exporter
-from tests.fakes.kube_apiserver import FakeKubeAPIServer
-from tests.support.prometheus import Prometheus, run_prometheus
+from harness.adapter.in_process import Adapter, settings_for
+from harness.kube.api import FakeKubeAPIServer
+from harness.stores.exporter import Exporter
+from harness.stores.prometheus import Prometheus, run_prometheus
 
 pytestmark = pytest.mark.prometheus
 

@@ -13,9 +13,9 @@ from adapter.backends.prometheus import PrometheusClient, PrometheusConfig, make
 from adapter.config.rules import RuleSet, load_rules, parse_rules
 from adapter.provider.relist import list_series
 from adapter.self_metrics import AdapterMetrics
-from tests.adapter.proxy import PrometheusProxy
-from tests.adapter.series import FB, GPU
-from tests.support.stores import on_every_store
+from harness.stores.exporter import FB, GPU
+from harness.stores.kinds import on_every_store
+from harness.stores.proxy import PrometheusProxy
 
 
 @pytest.fixture

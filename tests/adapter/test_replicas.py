@@ -14,19 +14,21 @@ import time
 from collections import Counter
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 import aiohttp
 import pytest
 
 from adapter.config.rules import default_rules_text
-from tests.adapter.conftest import eventually, populate
-from tests.adapter.pki import client_context
-from tests.adapter.replicas import replicas
-from tests.adapter.secure import HPA, Cluster
-from tests.adapter.secure_process import AdapterProcess
-from tests.fakes.kube_apiserver import FakeKubeAPIServer
-from tests.support.prometheus import Prometheus
+from harness.adapter.in_process import populate
+from harness.adapter.process import AdapterProcess
+from harness.adapter.replicas import replicas
+from harness.kube.api import FakeKubeAPIServer
+from harness.kube.cluster import HPA, Cluster
+from harness.kube.pki import client_context
+from harness.stores.prometheus import Prometheus
+from harness.waiting import eventually
 
 pytestmark = [pytest.mark.prometheus, pytest.mark.slow]
 
@@ -168,7 +170,7 @@ async def test_every_replica_gives_the_same_answers_before_and_after_a_rules_cha
         return b"pods/gpu_tensor_busy" in custom.body and b'"name":"queue_depth"' in external.body
 
     for client in (a, b):
-        await eventually(lambda client=client: reloaded(client), within=30, what="the changed rules served")
+        await eventually(partial(reloaded, client), within=30, what="the changed rules served")
     await compare(a, b, dict.fromkeys(DISCOVERY, 200))
     assert b"gpu_tensor_active" not in (await a.get(CM2)).body
     await compare(a, b, dict.fromkeys(CUSTOM + EXTERNAL, 200))

@@ -1,5 +1,5 @@
 """metrics.k8s.io from ``resourceRules`` against a real Prometheus holding cAdvisor, kubelet and node-exporter series
-(tests/adapter/cadvisor.py), with prometheus-adapter's and kube-prometheus's own configuration files: the objects
+(harness/stores/cadvisor.py), with prometheus-adapter's and kube-prometheus's own configuration files: the objects
 answered, their values computed by hand from the series written, what is left out and why, selectors, the PromQL sent
 (as prometheus-adapter builds it), errors, discovery and OpenAPI. Quantities are read back with the stand-in API
 server's own parser, not the adapter's."""
@@ -16,8 +16,10 @@ from typing import Any
 import pytest
 from openapi_spec_validator import validate
 
-from demo.kube_wire import parse_quantity
-from tests.adapter.cadvisor import (
+from harness.adapter.in_process import Adapter, settings_for
+from harness.kube.api import FakeKubeAPIServer
+from harness.kube.wire import parse_quantity
+from harness.stores.cadvisor import (
     ANSWERED_PODS,
     PODS,
     cadvisor_prometheus,
@@ -26,10 +28,8 @@ from tests.adapter.cadvisor import (
     node_exporter_usage,
     populate,
 )
-from tests.adapter.conftest import Adapter, settings_for
-from tests.adapter.proxy import PrometheusProxy
-from tests.fakes.kube_apiserver import FakeKubeAPIServer
-from tests.support.prometheus import Prometheus
+from harness.stores.prometheus import Prometheus
+from harness.stores.proxy import PrometheusProxy
 
 pytestmark = [pytest.mark.prometheus, pytest.mark.slow]
 
@@ -99,7 +99,9 @@ def moment(text: str) -> float:
 
 
 @pytest.mark.parametrize("config", ["prometheus-adapter", "kube-prometheus"])
-async def test_pods_of_every_namespace_with_their_containers(start: Callable[..., Awaitable[Adapter]], config: str):
+async def test_pods_of_every_namespace_with_their_containers(
+    start: Callable[..., Awaitable[Adapter]], config: str
+) -> None:
     adapter = await start(config)
     before = time.time()
     body = await adapter.get(f"{PREFIX}/pods")
@@ -131,7 +133,7 @@ async def test_one_pod_and_the_pods_of_a_namespace(start: Callable[..., Awaitabl
     assert pods_of(body["items"]) == expected_pods("ml")
 
 
-async def test_a_container_with_cpu_and_no_memory_reports_zero_memory(start: Callable[..., Awaitable[Adapter]]):
+async def test_a_container_with_cpu_and_no_memory_reports_zero_memory(start: Callable[..., Awaitable[Adapter]]) -> None:
     adapter = await start()
     body = await adapter.get(f"{PREFIX}/namespaces/ml/pods/mixed-0")
     assert body["containers"] == [
@@ -203,7 +205,8 @@ async def test_label_and_field_selectors(start: Callable[..., Awaitable[Adapter]
     adapter = await start()
 
     async def pods(path: str = f"{PREFIX}/pods", **params: str) -> set[tuple[str, str]]:
-        return set(pods_of((await adapter.get(path, **params))["items"]))
+        # status by name: otherwise mypy matches the ** dict of selectors against it too
+        return set(pods_of((await adapter.get(path, status=200, **params))["items"]))
 
     assert await pods(labelSelector="app=trainer") == {("ml", "trainer-0"), ("ml", "trainer-1")}
     assert await pods(labelSelector="app in (infer,mixed)") == {("ml", "mixed-0"), ("serving", "infer-0")}

@@ -17,7 +17,7 @@ from adapter.security.authz import Authorizer, forbidden_message, review_body
 from adapter.security.identity import User
 from adapter.security.request_info import request_attributes
 from adapter.self_metrics import AdapterMetrics
-from tests.adapter.secure import Cluster
+from harness.kube.cluster import Cluster
 
 HPA = User("system:serviceaccount:kube-system:hpa", "u1", ("system:serviceaccounts", "system:authenticated"))
 WILDCARD = request_attributes("GET", "/apis/custom.metrics.k8s.io/v1beta2/namespaces/ml/pods/%2A/gpu_utilization")
@@ -147,7 +147,7 @@ async def test_the_configmap_is_listed_watched_relisted_and_a_broken_change_refu
     ]
     api.watches = [
         [ConfigMapState(None, "11", changed=False), ConfigMapState(cluster.configmap(allowed=()), "12")],
-        [ConfigMapState(cluster.configmap(**{"requestheader-allowed-names": "x"}), "13"), ResourceExpired("410")],
+        [ConfigMapState(cluster.configmap() | {"requestheader-allowed-names": "x"}, "13"), ResourceExpired("410")],
     ]
     sleeps: list[float] = []
 

@@ -157,7 +157,7 @@ def test_an_override_resolves_once_the_rest_mapping_knows_its_resource() -> None
 
 def test_default_rules_declare_the_gpu_metrics() -> None:
     rules = load_rules(None)
-    declared = {}
+    declared: dict[tuple[str, str], list[str]] = {}
     for rule in rules.rules:
         d = rule.declared(BUILT_IN)
         assert d is not None, rule.where

@@ -16,10 +16,11 @@ from cryptography.x509.oid import ExtendedKeyUsageOID
 
 from adapter.backends.auth_api import KubernetesAuthAPI
 from adapter.backends.kube_client import KubeClient
-from tests.adapter.conftest import MakeSecure, eventually
-from tests.adapter.pki import CA
-from tests.adapter.secure import CUSTOM, HPA, HPA_REQUEST, HPA_TOKEN, STRANGER_TOKEN, Cluster
-from tests.fakes.kube_apiserver import FakeKubeAPIServer
+from harness.adapter.in_process import MakeSecure
+from harness.kube.api import FakeKubeAPIServer
+from harness.kube.cluster import CUSTOM, HPA, HPA_REQUEST, HPA_TOKEN, STRANGER_TOKEN, Cluster
+from harness.kube.pki import CA
+from harness.waiting import eventually
 
 AGGREGATOR = [("X-Remote-User", "system:kube-aggregator"), ("X-Remote-Group", "system:masters")]
 AS_HPA = [
@@ -256,7 +257,7 @@ async def test_a_review_that_cannot_be_made_is_503_never_allowed(
         else:
             api.client.api_client.configuration.host = "http://127.0.0.1:9"
         for request in ({"identity": cluster.front_proxy, "headers": AS_HPA}, {"token": HPA_TOKEN}):
-            r = await adapter.get(HPA_REQUEST, **request)  # type: ignore[arg-type]
+            r = await adapter.get(HPA_REQUEST, **request)
             assert r.status == 503, r.text
             assert r.body["reason"] == "ServiceUnavailable"
             assert (

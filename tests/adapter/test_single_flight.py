@@ -5,7 +5,7 @@ import pytest
 
 from adapter.self_metrics import AdapterMetrics
 from adapter.single_flight import Outcome, SingleFlightCache
-from tests.adapter.conftest import wait_until
+from harness.waiting import wait_until
 
 
 class Clock:

@@ -9,10 +9,11 @@ from pathlib import Path
 
 import pytest
 
+from adapter.errors import ConfigError
 from adapter.security import tls
 from adapter.security.flags import cipher_suites
 from common.cipher_suites import openssl_names
-from tests.adapter.test_image_entrypoint import KUBE_PROMETHEUS_CIPHERS
+from harness.deploy.peer_args import KUBE_PROMETHEUS_CIPHERS
 
 LISTED = "ECDHE-ECDSA-AES128-GCM-SHA256"  # TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256, in kube-prometheus's list
 UNLISTED = "ECDHE-ECDSA-AES256-SHA384"  # a suite Go has no name for, so no list can hold it
@@ -79,5 +80,5 @@ def test_go_names_become_openssl_names() -> None:
 
 def test_a_list_of_suites_this_openssl_no_longer_has_is_refused_at_start(pair: tuple[Path, Path]) -> None:
     cert, key = pair
-    with pytest.raises(tls.ConfigError, match="--tls-cipher-suites: none of RC4-SHA, DES-CBC3-SHA is offered here"):
+    with pytest.raises(ConfigError, match="--tls-cipher-suites: none of RC4-SHA, DES-CBC3-SHA is offered here"):
         tls.ServingTLS(cert, key, ciphers=openssl_names(("TLS_RSA_WITH_RC4_128_SHA", "TLS_RSA_WITH_3DES_EDE_CBC_SHA")))

@@ -17,11 +17,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.adapter.conftest import Adapter, eventually, settings_for
-from tests.adapter.proxy import PrometheusProxy
-from tests.adapter.series import Exporter
-from tests.fakes.kube_apiserver import FakeKubeAPIServer
-from tests.support.victoria_metrics import VictoriaMetrics, run_victoria_metrics
+from harness.adapter.in_process import Adapter, settings_for
+from harness.kube.api import FakeKubeAPIServer
+from harness.stores.exporter import Exporter
+from harness.stores.proxy import PrometheusProxy
+from harness.stores.victoria_metrics import VictoriaMetrics, run_victoria_metrics
+from harness.waiting import eventually
 
 CM = "/apis/custom.metrics.k8s.io/v1beta2"
 TRAINERS = f"{CM}/namespaces/ml/pods/*/gpu_utilization?labelSelector=app%3Dtrainer"

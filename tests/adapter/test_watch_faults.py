@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 
 from adapter.backends.auth_api import CONFIGMAP_NAME
-from tests.adapter.conftest import Adapter, MakeSecure, eventually, settings_for, wait_until
-from tests.adapter.secure import Cluster
-from tests.adapter.test_auth_changes import status_of
-from tests.fakes.kube_apiserver import FakeKubeAPIServer
-from tests.support.prometheus import Prometheus
+from harness.adapter.in_process import Adapter, MakeSecure, settings_for
+from harness.kube.api import FakeKubeAPIServer
+from harness.kube.cluster import Cluster, status_of
+from harness.stores.prometheus import Prometheus
+from harness.waiting import eventually, wait_until
 
 OVERSIZED = b"x" * (64 << 20)  # 64 MiB without a newline
 WILDCARD = "/apis/custom.metrics.k8s.io/v1beta2/namespaces/ml/pods/%2A/gpu_utilization"

@@ -5,7 +5,7 @@ import pytest
 from collector.collection import Collection
 from collector.nvml.api import Nvml
 from collector.nvml.reader import NvmlReader
-from tests.fakes.nvml_trace import ReplayNvml
+from harness.node.nvml_trace import ReplayNvml
 
 
 @pytest.fixture
@@ -22,14 +22,3 @@ def make_collection() -> Callable[..., Collection]:
         return Collection(reader, counters_path, interval=interval, **kwargs)  # type: ignore[arg-type]
 
     return make
-
-
-def sample(collection: Collection, name: str, **labels: str) -> float | None:
-    """The value of one series in the last published exposition, or None when it is absent."""
-    for family in collection.latest.families:
-        if family.name != name:
-            continue
-        for sample_labels, value in family.samples:
-            if all(dict(sample_labels).get(k) == v for k, v in labels.items()):
-                return value
-    return None

@@ -14,11 +14,11 @@ from collector.pods.cgroups import CgroupReader
 from collector.pods.pod_resources import PodResourcesClient, PodResourcesWatcher
 from collector.pods.process_sampler import ProcessSampler
 from collector.simulation.nvml import SimulatedNvml
-from tests.collector.conftest import sample
-from tests.fakes import proc_tree
-from tests.fakes.nvml_trace import ReplayNvml
-from tests.fakes.pod_directory import StaticPodDirectory
-from tests.fakes.pod_resources_server import PodResourcesServer, gpu_pod
+from harness.node import proc_tree
+from harness.node.kubelet import PodResourcesServer, gpu_pod
+from harness.node.nvml_trace import ReplayNvml
+from harness.node.pod_directory import StaticPodDirectory
+from harness.node.samples import sample
 
 UIDS = {name: f"00000000-0000-4000-8000-0000000000{i:02d}" for i, name in enumerate("abcdefgh")}
 

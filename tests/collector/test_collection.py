@@ -6,8 +6,8 @@ from pathlib import Path
 import pynvml
 
 from collector.collection import Collection
-from tests.collector.conftest import sample
-from tests.fakes.nvml_trace import ReplayNvml
+from harness.node.nvml_trace import ReplayNvml
+from harness.node.samples import sample
 
 MakeCollection = Callable[..., Collection]
 

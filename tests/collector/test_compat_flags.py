@@ -9,8 +9,8 @@ import pytest
 
 from collector.exposition import wants_openmetrics
 from collector.settings import parse_settings, remote_host
-from tests.collector.collector_process import ROOT, running_collector, scrape
-from tests.support.prometheus import run_prometheus
+from harness.node.collector_process import ROOT, running_collector, scrape
+from harness.stores.prometheus import run_prometheus
 
 PROMETHEUS_ACCEPT = (  # what Prometheus 2.x sends with every scrape
     "application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;q=0.75,"

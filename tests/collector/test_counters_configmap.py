@@ -18,8 +18,8 @@ from collector.counters.configmap import ConfigMapCounters, ConfigMapRef, parse_
 from collector.counters.source import counters_file
 from collector.errors import ConfigError
 from collector.kube.client import api_client
-from tests.collector.collector_process import ROOT, running_collector, scrape
-from tests.fakes.kube_apiserver import FakeKubeAPIServer
+from harness.kube.api import FakeKubeAPIServer
+from harness.node.collector_process import ROOT, running_collector, scrape
 
 REF = ConfigMapRef("monitoring", "gpu-metrics")
 UTIL_ONLY = "DCGM_FI_DEV_GPU_UTIL, gauge, GPU utilization (in %).\n"

@@ -21,9 +21,9 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from collector.simulation.nvml import SimulatedNvml
-from tests.fakes.kube_apiserver import FakeKubeAPIServer
-from tests.fakes.pod_resources_server import DraClaim, FakePod, PodResourcesServer, gpu_pod
-from tests.support.prometheus import free_port, run_prometheus
+from harness.kube.api import FakeKubeAPIServer
+from harness.node.kubelet import DraClaim, FakePod, PodResourcesServer, gpu_pod
+from harness.stores.prometheus import free_port, run_prometheus
 
 ROOT = Path(__file__).resolve().parents[2]
 NODE = "node-a"

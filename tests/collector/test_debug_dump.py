@@ -12,7 +12,7 @@ import pytest
 from collector.debug_dump import Dumper
 from collector.exposition import Family
 from collector.nvml.device import GpuInfo
-from tests.collector.collector_process import running_collector, scrape
+from harness.node.collector_process import running_collector, scrape
 
 GPU = GpuInfo(index=0, uuid="GPU-1", pci_bus_id="00000000:19:00.0", minor=0, model="NVIDIA H200")
 FAMILIES = (Family("DCGM_FI_DEV_GPU_UTIL", "gauge", "u", (((("gpu", "0"), ("UUID", "GPU-1")), 42.0),)),)

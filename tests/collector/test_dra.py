@@ -11,7 +11,7 @@ import pytest
 from collector.pods.device_ids import DeviceRef
 from collector.pods.pod_resources import Owner, PodResourcesClient
 from collector.pods.resource_slices import DraDevice, devices_of
-from tests.fakes.pod_resources_server import DraClaim, FakePod, PodResourcesServer, gpu_pod
+from harness.node.kubelet import DraClaim, FakePod, PodResourcesServer, gpu_pod
 
 GPU0 = "GPU-8265e87e-95f8-2238-161a-22c2ab522eda"
 GPU1 = "GPU-1b2c3d4e-95f8-2238-161a-22c2ab522eda"

@@ -41,7 +41,8 @@ def test_text_format_keeps_dcgm_counter_names_and_parses() -> None:
 def test_openmetrics_types_bare_counters_as_unknown_and_ends_with_eof() -> None:
     text = render_openmetrics(FAMILIES).decode()
     assert text.endswith("# EOF\n")
-    parsed = {f.name: f for f in parse_openmetrics(text)}  # the strict parser: raises on any violation
+    # the strict parser: raises on any violation
+    parsed = {f.name: f for f in parse_openmetrics(text)}  # type: ignore[no-untyped-call]
     assert parsed["DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION"].type == "unknown"
     assert parsed["DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION"].samples[0].value == 123456789.0
     assert parsed["gpuscale_collector_errors"].type == "counter"

@@ -20,8 +20,8 @@ from collector.nvml.event_windows import CLOCK_EVENTS_COUNT, XID_COUNT, EventWin
 from collector.nvml.fields import FIELDS, LABEL_FIELDS, NVLINK_TOTAL, nvlink_field
 from collector.nvml.reader import NvmlReader
 from collector.simulation.nvml import SimulatedNvml
-from tests.fakes.nvml_trace import ReplayNvml
-from tests.support.prometheus import free_port, run_prometheus
+from harness.node.nvml_trace import ReplayNvml
+from harness.stores.prometheus import free_port, run_prometheus
 
 ROOT = Path(__file__).resolve().parents[2]
 ALL = frozenset(FIELDS)

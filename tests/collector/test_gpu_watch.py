@@ -12,7 +12,7 @@ from collector.collection import Collection
 from collector.nvml.gpu_watch import BindWatch, SysfsGpus
 from collector.nvml.reader import NvmlReader
 from collector.simulation.nvml import SimulatedNvml
-from tests.collector.collector_process import running_collector, scrape
+from harness.node.collector_process import running_collector, scrape
 
 UTIL = "DCGM_FI_DEV_GPU_UTIL, gauge, u\n"
 

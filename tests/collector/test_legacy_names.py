@@ -9,9 +9,9 @@ from collector.counters.file import Counters
 from collector.counters.legacy_names import LEGACY_FIELDS, OLD_NAMESPACE_LABELS
 from collector.exposition import Family
 from collector.series import Series, gpu_families
-from tests.collector.collector_process import running_collector
-from tests.fakes.pod_resources_server import PodResourcesServer, gpu_pod
-from tests.support.prometheus import run_prometheus
+from harness.node.collector_process import running_collector
+from harness.node.kubelet import PodResourcesServer, gpu_pod
+from harness.stores.prometheus import run_prometheus
 
 ONE_X = Path(__file__).parent / "counters" / "dcgm-exporter-1.x.csv"
 SIMULATED_UUID_0 = "GPU-217dd245-bed9-55ac-9754-7b4153521051"  # SimulatedNvml(2).uuids()[0]

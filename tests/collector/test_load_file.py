@@ -3,6 +3,8 @@
 import logging
 import os
 from pathlib import Path
+from types import SimpleNamespace
+from typing import cast
 
 import pytest
 
@@ -37,7 +39,8 @@ def test_gpus_follow_the_file_from_when_a_rewrite_is_seen(tmp_path: Path) -> Non
     assert nvml.nvmlDeviceGetUtilizationRates(gpu1).gpu == 10
     # the windows sampled before the rewrite was seen keep their load; the ones after have the new one
     _, samples = nvml.nvmlDeviceGetSamples(gpu0, nvml.NVML_GPU_UTILIZATION_SAMPLES, 0)
-    values = [s.sampleValue.uiVal for s in samples]
+    # NVML's value union, which the simulation builds as a namespace
+    values = [cast(SimpleNamespace, s.sampleValue).uiVal for s in samples]
     assert values[-1] == 90
     assert 50 in values[:-5]
     assert sorted(set(values)) == [50, 90]

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from collector.pods.directory import KubePodDirectory
-from tests.fakes.kube_apiserver import FakeKubeAPIServer
+from harness.kube.api import FakeKubeAPIServer
 
 
 @pytest.fixture

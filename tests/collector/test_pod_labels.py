@@ -9,7 +9,7 @@ import pytest
 
 from collector.pods.directory import KubePodDirectory, PodMeta
 from collector.pods.labels import PodLabelFilter, parse_allowlist, sanitize
-from tests.fakes.kube_apiserver import FakeKubeAPIServer
+from harness.kube.api import FakeKubeAPIServer
 
 
 @pytest.mark.parametrize(

@@ -13,8 +13,8 @@ from collector.errors import PodResourcesError, ProcessGone
 from collector.pods.cgroups import CgroupReader, parse_pod_uid
 from collector.pods.device_ids import DeviceRef, parse_device_id
 from collector.pods.pod_resources import Owner, PodResourcesClient, PodResourcesWatcher
-from tests.fakes import proc_tree
-from tests.fakes.pod_resources_server import FakePod, PodResourcesServer, gpu_pod
+from harness.node import proc_tree
+from harness.node.kubelet import FakePod, PodResourcesServer, gpu_pod
 
 UUID = "GPU-8265e87e-95f8-2238-161a-22c2ab522eda"
 POD_UID = "1f6e2b7a-3c4d-4e5f-8a9b-0c1d2e3f4a5b"

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.prometheus import free_port, run_prometheus
+from harness.stores.prometheus import free_port, run_prometheus
 
 ROOT = Path(__file__).resolve().parents[2]
 

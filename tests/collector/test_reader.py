@@ -1,4 +1,4 @@
-"""The NVML reader against NVML answers recorded on a real H200 (tests/fakes/traces/h200.json)."""
+"""The NVML reader against NVML answers recorded on a real H200 (harness/node/traces/h200.json)."""
 
 import logging
 
@@ -8,7 +8,7 @@ import pytest
 from collector.errors import NvmlReadError
 from collector.nvml.fields import FIELDS
 from collector.nvml.reader import NvmlReader
-from tests.fakes.nvml_trace import ReplayNvml
+from harness.node.nvml_trace import ReplayNvml
 
 ALL = frozenset(FIELDS)
 

@@ -9,8 +9,8 @@ import pytest
 from collector.nvml.reader import NvmlReader
 from collector.nvml.utilization import SampleWindow, UtilizationSampler
 from collector.simulation.nvml import SimulatedNvml
-from tests.collector.conftest import sample
-from tests.fakes.nvml_trace import ReplayNvml
+from harness.node.nvml_trace import ReplayNvml
+from harness.node.samples import sample
 
 GPU_UTIL = "DCGM_FI_DEV_GPU_UTIL"
 SAMPLED = frozenset({GPU_UTIL, "DCGM_FI_DEV_MEM_COPY_UTIL", "DCGM_FI_DEV_ENC_UTIL", "DCGM_FI_DEV_DEC_UTIL"})
@@ -66,7 +66,7 @@ def test_a_window_takes_only_newer_samples_and_keeps_one_boundary() -> None:
 # -- the simulated H200: duty-cycled load, 200 ms samples, a point value that aliases ---------------------------
 
 
-def exported(duty: float, period: float, cycles: int = 20, seed: int = 0) -> tuple[list[float], list[float]]:
+def exported(duty: float, period: float, cycles: int = 20, seed: int = 0) -> tuple[list[float], list[int]]:
     """GPU_UTIL the reader exports each cycle, and NVML's point value read at the same moments, while a load is busy
     for ``duty x period`` of every period; cycles are 1 s apart with up to ±50 ms of jitter, at a random phase."""
     rng = random.Random(seed)
@@ -176,7 +176,7 @@ def test_a_failing_buffer_costs_only_its_own_field(h200: ReplayNvml) -> None:
     assert reader.read(SAMPLED).readings[0].values.keys() >= SAMPLED
 
 
-# -- the recorded H200 under partial load (tests/fakes/traces/h200.json) -----------------------------------------
+# -- the recorded H200 under partial load (harness/node/traces/h200.json) -----------------------------------------
 
 
 @pytest.mark.parametrize(("phase", "duty"), [("half", 0.5), ("quarter_slow", 0.25)])

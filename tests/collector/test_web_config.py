@@ -23,7 +23,7 @@ import bcrypt
 import pytest
 import trustme
 
-from tests.support.prometheus import free_port, run_prometheus
+from harness.stores.prometheus import free_port, run_prometheus
 
 ROOT = Path(__file__).resolve().parents[2]
 PASSWORD = "s3cret"
@@ -150,7 +150,7 @@ def curl(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 OK, REFUSED = 200, "refused"
-CLIENT_AUTH = [
+CLIENT_AUTH: list[tuple[str, dict[str | None, int | str]]] = [
     ("NoClientCert", {None: OK, "client": OK, "stranger": OK}),
     ("RequestClientCert", {None: OK, "client": OK, "stranger": REFUSED}),
     ("RequireAnyClientCert", {None: REFUSED, "client": OK, "stranger": REFUSED}),

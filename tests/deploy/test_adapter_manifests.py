@@ -12,8 +12,8 @@ from adapter.config.rules import default_rules_text, parse_rules
 from adapter.errors import ConfigError
 from adapter.naming.resources import BUILT_IN_RESOURCES
 from adapter.settings import Settings, parse_settings
-from tests.deploy import rbac
-from tests.deploy.manifests import (
+from harness.deploy import rbac
+from harness.deploy.manifests import (
     BASE,
     NAMESPACE,
     ROOT,

@@ -9,8 +9,8 @@ from pathlib import Path, PurePosixPath
 import pytest
 
 from collector.settings import Settings, build_parser, parse_settings
-from tests.deploy import rbac
-from tests.deploy.manifests import (
+from harness.deploy import rbac
+from harness.deploy.manifests import (
     BASE,
     MANIFESTS,
     NAMESPACE,

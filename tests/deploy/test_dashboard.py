@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 
-from tests.deploy.promql_names import dashboard, panels, queries, variable_query
+from harness.deploy.promql_names import dashboard, panels, queries, variable_query
 
 # grafana.com dashboard 12239 (NVIDIA DCGM Exporter Dashboard): panel title → the series it shows
 NVIDIA_12239 = {

@@ -11,8 +11,8 @@ import tomllib
 import zipfile
 from pathlib import Path
 
-from tests.deploy.dockerfile import DockerIgnore, parse
-from tests.deploy.manifests import BASE, ROOT, containers, render
+from harness.deploy.dockerfile import DockerIgnore, parse
+from harness.deploy.manifests import BASE, ROOT, containers, render
 
 DOCKERFILE = parse(ROOT / "Dockerfile")
 IGNORE = DockerIgnore.read(ROOT / ".dockerignore")
@@ -102,7 +102,7 @@ def test_the_entry_point_and_the_manifests_commands_are_console_scripts() -> Non
     runtime = DOCKERFILE.stages[-1]
     [entrypoint] = runtime.all("ENTRYPOINT")
     assert entrypoint.args == ["gpuscale"]
-    assert PROJECT["scripts"]["gpuscale"] == "common.entrypoint:main"
+    assert PROJECT["scripts"]["gpuscale"] == "image.entrypoint:main"
     # no CMD: a container given no arguments runs the entry point alone (the collector, as dcgm-exporter's does)
     assert not runtime.all("CMD")
     # prometheus-adapter's binary, for a spec that names it as its command
@@ -159,4 +159,5 @@ def test_the_wheel_builds_from_the_build_context(tmp_path: Path) -> None:
         "collector/pods/podresources/api_pb2.py",
     ):
         assert data in names, f"{data} is missing from the wheel"
-    assert not [n for n in names if n.startswith(("demo/", "tests/"))], "stand-ins are in the wheel"
+    not_shipped = ("demo/", "harness/", "tests/", "bench/")
+    assert not [n for n in names if n.startswith(not_shipped)], "stand-ins are in the wheel"

@@ -15,8 +15,8 @@ import yaml
 from adapter.api.paths import parse_metrics_path
 from adapter.errors import AdapterError
 from adapter.settings import parse_settings
-from tests.deploy.manifests import MANIFESTS, ROOT, Rendered, container, env_values, mount_covering, render_uncached
-from tests.deploy.validation import K8S_VERSIONS, problems
+from harness.deploy.manifests import MANIFESTS, ROOT, Rendered, container, env_values, mount_covering, render_uncached
+from harness.deploy.validation import K8S_VERSIONS, problems
 
 DOC = ROOT / "docs" / "install.md"
 TEXT = DOC.read_text()

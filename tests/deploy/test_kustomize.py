@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.deploy.manifests import (
+from harness.deploy.manifests import (
     BASE,
     COMPONENTS,
     KUSTOMIZATIONS,
@@ -20,7 +20,7 @@ from tests.deploy.manifests import (
     render,
     render_uncached,
 )
-from tests.deploy.validation import K8S_VERSIONS, problems
+from harness.deploy.validation import K8S_VERSIONS, problems
 
 
 def test_the_overlays_the_issue_asks_for_exist() -> None:

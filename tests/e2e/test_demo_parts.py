@@ -163,10 +163,10 @@ def test_a_terminal_gets_one_progress_line_and_a_pipe_only_lines() -> None:
 
 
 def test_the_answer_is_shortened_to_its_first_item_and_the_others_names_and_values() -> None:
-    item = {"describedObject": {"kind": "Pod", "namespace": "ml", "name": "trainer-0", "apiVersion": "v1"},
-            "metric": {"name": "gpu_utilization", "selector": None}, "timestamp": "2026-12-03T11:26:44Z",
-            "windowSeconds": 60, "value": "67500m"}  # fmt: skip
-    second = {**item, "describedObject": {**item["describedObject"], "name": "trainer-1"}, "value": "67"}
+    described = {"kind": "Pod", "namespace": "ml", "name": "trainer-0", "apiVersion": "v1"}
+    item = {"describedObject": described, "metric": {"name": "gpu_utilization", "selector": None},
+            "timestamp": "2026-12-03T11:26:44Z", "windowSeconds": 60, "value": "67500m"}  # fmt: skip
+    second = {**item, "describedObject": {**described, "name": "trainer-1"}, "value": "67"}
     answer = json.dumps({"kind": "MetricValueList", "apiVersion": "custom.metrics.k8s.io/v1beta2", "metadata": {},
                          "items": [item, second]})  # fmt: skip
     assert shorten(answer) == (

@@ -15,10 +15,10 @@ from collector.pods.attribution import Attribution
 from collector.pods.cgroups import CgroupReader
 from collector.pods.pod_resources import PodResourcesClient, PodResourcesWatcher
 from collector.pods.process_sampler import ProcessSampler
-from demo.kubelet import PodResourcesServer, gpu_pod
-from demo.proc_tree import ProcTree, v2_systemd
-from tests.fakes.nvml_trace import ReplayNvml
-from tests.fakes.pod_directory import StaticPodDirectory
+from harness.node.kubelet import PodResourcesServer, gpu_pod
+from harness.node.nvml_trace import ReplayNvml
+from harness.node.pod_directory import StaticPodDirectory
+from harness.node.proc_tree import ProcTree, v2_systemd
 
 CALLS = [
     "nvmlDeviceGetSamples",
@@ -91,7 +91,7 @@ def test_random_faults_never_break_a_scrape_nor_turn_a_counter_back(tmp_path: Pa
 
             text = collection.latest.text().decode()
             list(parse_text(text))  # a valid page, every cycle
-            list(parse_openmetrics(collection.latest.openmetrics().decode()))
+            list(parse_openmetrics(collection.latest.openmetrics().decode()))  # type: ignore[no-untyped-call]
             assert "gpuscale_collector_collections_total" in text
             seen_pod_series += text.count('pod="a"')
             current = counters_of(collection)

@@ -17,9 +17,9 @@ from hypothesis import strategies as st
 from adapter.errors import BadRequest
 from adapter.query.promql import matcher, names_matcher, selector_matchers
 from adapter.query.selectors import parse_selector
-from demo.prometheus import Prometheus
-from tests.adapter.series import Exporter
-from tests.support.stores import STORES, run_store
+from harness.stores.exporter import Exporter
+from harness.stores.kinds import STORES, run_store
+from harness.stores.prometheus import Prometheus
 
 ALPHABET = [*list('"\\|.*+?()[]{}^$=~!,\n\t '), "a", "b", "é", "日", "\u2028"]
 FIXED = ['we"ird', "back\\slash", "pipe|x", "pipe", "x", "brace}", "dot.*", "new\nline", "a.b", "aXb", ".*", "",

@@ -19,7 +19,7 @@ from collector.counters import file as counters
 from collector.errors import ConfigError as CollectorConfigError
 from collector.exposition import Family, render_openmetrics, render_text
 from collector.pods.device_ids import parse_device_id
-from demo.kube_wire import parse_quantity
+from harness.kube.wire import parse_quantity
 
 settings.register_profile("thorough", max_examples=5000, deadline=None)
 settings.register_profile("default", max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])

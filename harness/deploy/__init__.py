@@ -1,0 +1,1 @@
+"""The manifests, RBAC, schemas and Dockerfile read as a cluster and a builder read them."""

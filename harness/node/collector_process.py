@@ -1,0 +1,67 @@
+"""The collector as users start it (``python -m collector ...``), for tests that go through the real command line."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+
+from harness.stores.prometheus import free_port
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@contextmanager
+def running_collector(
+    *args: str,
+    env: Mapping[str, str] | None = None,
+    log: Path | None = None,
+    timeout: float = 30,
+    collections: int = 2,
+) -> Iterator[str]:
+    """Start the collector on a free port and yield its URL once it has published ``collections`` collections.
+
+    Its output goes to ``log`` (read it for what it said) or, when None, to a pipe read only on failure."""
+    port = free_port()
+    out = log.open("wb") if log is not None else subprocess.PIPE
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "collector", "-a", f"127.0.0.1:{port}", *args],
+        cwd=ROOT,
+        env={**os.environ, "NODE_NAME": "sim-node", **(env or {})},
+        stdout=out,
+        stderr=subprocess.STDOUT,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                with urllib.request.urlopen(f"{url}/metrics", timeout=2) as resp:
+                    if f"gpuscale_collector_collections_total {collections}".encode() in resp.read():
+                        break
+            except OSError:
+                pass
+            if proc.poll() is not None or time.monotonic() > deadline:
+                proc.kill()
+                said = proc.communicate()[0]
+                text = log.read_text() if log is not None else (said or b"").decode()
+                raise AssertionError(f"collector did not come up: {text}")
+            time.sleep(0.2)
+        yield url
+    finally:
+        proc.terminate()
+        proc.communicate(timeout=10)
+        if log is not None and not isinstance(out, int):
+            out.close()
+
+
+def scrape(url: str, accept: str | None = None) -> tuple[str, str]:
+    """The body of ``url``/metrics and its Content-Type."""
+    request = urllib.request.Request(f"{url}/metrics", headers={"Accept": accept} if accept else {})
+    with urllib.request.urlopen(request, timeout=5) as resp:
+        return resp.read().decode(), resp.headers["Content-Type"]

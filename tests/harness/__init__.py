@@ -1,0 +1,1 @@
+"""Tests of the stand-ins themselves: a fake must behave like the real thing."""
