@@ -26,9 +26,8 @@ from adapter.http.health import STOPPING
 from adapter.provider.explain import explain, render_text
 from adapter.security import tls
 from adapter.security.auth import DISABLED_WARNING
-from adapter.serving import connections, server_log
+from adapter.serving import connections, event_loop, server_log
 from adapter.settings import Settings, parse_settings, usage
-from common import event_loop
 
 log = logging.getLogger("adapter")
 

@@ -14,7 +14,7 @@ import sys
 import aiohttp
 from aiohttp import web
 
-from common import event_loop
+from adapter.serving import event_loop
 
 
 async def serve(prometheus: str, port: int) -> None:

@@ -3,7 +3,7 @@
 exporter-toolkit reads the file again for every request and every TLS handshake, and the certificate files with it.
 Here every request and every new connection looks whether the file, or a file it names, changed
 (``common/watched_file.py``: a few ``stat`` calls) and loads them again only then; new connections get the new TLS
-settings whole (``common/tls_per_connection.py``). Unlike exporter-toolkit, which answers 500 while the file is broken,
+settings whole (``tls_per_connection.py``). Unlike exporter-toolkit, which answers 500 while the file is broken,
 a file that no longer loads leaves the last good configuration serving, logged once per change. Whether the server
 speaks HTTP or HTTPS is chosen at start, as there: a change between the two is refused until a restart.
 
@@ -29,7 +29,7 @@ from collector.web.basic_auth import PasswordCheck, credentials
 from collector.web.config import WebConfig, load_web_config
 from collector.web.rate_limit import TokenBucket
 from collector.web.tls import ServerTLS, server_tls, subject_alt_names
-from common.tls_per_connection import PerConnectionContext
+from collector.web.tls_per_connection import PerConnectionContext
 from common.watched_file import WatchedFiles
 
 log = logging.getLogger(__name__)
