@@ -25,6 +25,7 @@ GET, 406, 413) become ``Status`` objects at the same edge::
 
 Raised and handled inside the adapter, never reaching a client as such:
     NotFinite            a Prometheus value is NaN or infinite: the object is left out of the answer (logged)
+    └── OutOfRange       a value beyond float64's range, which no Prometheus stores: infinite, as float64 reads it
     MalformedAnswer      a Prometheus answer is not its API's JSON of the expected shape: a BadAnswer
     TemplateError        a metricsQuery or name template does not compile or render: a ConfigError or QueryError
     CertificateRejected  a client certificate does not chain to a trusted bundle: that authenticator says no
@@ -153,6 +154,11 @@ class AuthNotReady(NotConfigured):
 
 class NotFinite(ValueError):
     """The value is NaN or infinite and has no quantity form."""
+
+
+class OutOfRange(NotFinite):
+    """A magnitude beyond float64's, which no Prometheus stores (a broken or hostile server sent it): infinite, as Go's
+    ``strconv.ParseFloat`` and Python's ``float`` read it."""
 
 
 class MalformedAnswer(ValueError):

@@ -21,7 +21,7 @@ from adapter.api.paths import CUSTOM_GROUP, EXTERNAL_GROUP, RESOURCE_GROUP, Cust
 from adapter.backends.kube_cache import Listing, ObjectLister
 from adapter.backends.prometheus import PrometheusAPI, QueryResult
 from adapter.backends.prometheus_backends import Backends
-from adapter.errors import AdapterError, NotConfigured, NotFound
+from adapter.errors import AdapterError, NotConfigured, NotFinite, NotFound
 from adapter.naming.resources import GroupResource, ResourceInfo
 from adapter.provider.discovery import Catalog, CustomMetric, MetricSource
 from adapter.provider.queries import custom_query, external_query
@@ -281,20 +281,23 @@ class Provider:
         return used
 
     def _value(self, raw: str, metric: str, name: str, record: QueryRecord) -> str | None:
-        """A sample value's quantity, kept in the record; None when it has none (NaN, ±Inf), counted and logged."""
+        """A sample value's quantity, kept in the record; None when it has none (NaN, ±Inf, beyond float64's range, not
+        a number), counted and logged."""
         try:
             value = sample_quantity(raw)
+        except NotFinite:
+            self._drop(raw, metric, name, record, "nan" if raw.lower() == "nan" else "inf")
+            return None
         except ValueError:
-            self._drop(raw, metric, name, record)
+            self._drop(raw, metric, name, record, "invalid")
             return None
         record.kept.append(name)
         return value
 
-    def _drop(self, raw: str, metric: str, name: str, record: QueryRecord) -> None:
-        lowered = raw.lower()
-        reason = "nan" if lowered == "nan" else "inf" if "inf" in lowered else "invalid"
+    def _drop(self, raw: str, metric: str, name: str, record: QueryRecord, reason: str) -> None:
         self.metrics.dropped_samples.labels(reason).inc()
         record.dropped.append((name, raw))
         if (metric, name) not in self._dropped_logged:
             self._dropped_logged[(metric, name)] = True
-            log.warning("dropped %s = %s for %s: not a finite number", metric, raw, name)
+            shown = raw if len(raw) <= 40 else f"{raw[:20]}...({len(raw)} characters)"
+            log.warning("dropped %s = %s for %s: not a finite number", metric, shown, name)

@@ -35,7 +35,7 @@ from adapter.errors import AdapterError, NotConfigured, NotFound
 from adapter.naming import resources
 from adapter.provider.queries import node_resource_query, pod_resource_query
 from adapter.query.field_selectors import FieldSelector
-from adapter.query.quantity import binary_quantity, format_quantity
+from adapter.query.quantity import FLOAT64_MAX, binary_quantity, format_quantity
 from adapter.query.selectors import Selector
 from adapter.self_metrics import AdapterMetrics
 from adapter.single_flight import SingleFlightCache
@@ -221,11 +221,15 @@ def _by_object(label: str, result: QueryResult, names: set[str], container_label
 
 
 def _value(sample: Sample) -> Decimal:
-    """The sample's exact value; NaN and ±Inf stay so, to be refused when the object is answered."""
+    """The sample's exact value; NaN and ±Inf stay so, to be refused when the object is answered, and so does a
+    magnitude beyond float64's, as infinite (no sum is made of it: it would overflow the decimal context)."""
     try:
-        return Decimal(sample.value)
+        value = Decimal(sample.value)
     except InvalidOperation:
         return Decimal("NaN")
+    if value.is_finite() and value.copy_abs() > FLOAT64_MAX:
+        return Decimal("-Infinity" if value < 0 else "Infinity")
+    return value
 
 
 def _fields(obj: ObjectMeta) -> dict[str, str]:

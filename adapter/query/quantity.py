@@ -8,8 +8,12 @@ from __future__ import annotations
 import functools
 from decimal import ROUND_HALF_UP, Context, Decimal, InvalidOperation
 
-from adapter.errors import NotFinite
+from adapter.errors import NotFinite, OutOfRange
 
+# Prometheus stores float64s: a decimal of larger magnitude in an answer is no sample. It is refused before anything
+# is computed from it, since an exact conversion builds an integer of that many digits (1e20000000: 28 s of CPU,
+# during which the event loop, and so SIGTERM, waits).
+FLOAT64_MAX = Decimal("1.7976931348623157e308")
 _SUFFIXES = {-9: "n", -6: "u", -3: "m", 0: "", 3: "k", 6: "M", 9: "G", 12: "T", 15: "P", 18: "E"}
 _NANO = Decimal("1e-9")
 
@@ -22,6 +26,14 @@ def parse_sample_value(text: str) -> Decimal:
         raise ValueError(f"not a number: {text!r}") from e
     if not value.is_finite():
         raise NotFinite(text)
+    in_range(value)
+    return value
+
+
+def in_range(value: Decimal) -> Decimal:
+    """``value`` when a float64 can hold its magnitude; ``OutOfRange`` otherwise (a comparison of exponents first)."""
+    if value.copy_abs() > FLOAT64_MAX:
+        raise OutOfRange(f"{value:.3e} is beyond float64's range")
     return value
 
 
@@ -35,6 +47,7 @@ def format_quantity(value: Decimal) -> str:
     """
     if not value.is_finite():
         raise NotFinite(str(value))
+    in_range(value)
     if value.is_zero():
         return "0"
     if value.as_tuple().exponent < -9:  # type: ignore[operator]
@@ -73,6 +86,7 @@ def binary_quantity(value: Decimal) -> str:
     Kubernetes falls back to it."""
     if not value.is_finite():
         raise NotFinite(str(value))
+    in_range(value)
     if -1024 < value < 1024 or value != value.to_integral_value():
         return format_quantity(value)
     mantissa, power = int(value), 0

@@ -128,3 +128,29 @@ async def test_an_answer_of_the_wrong_shape_is_a_503_saying_what_was_wrong(
     assert (await proxied.client.get("/healthz")).status == 200
     proxy.respond = None
     assert len((await proxied.get(TRAINERS))["items"]) == 2
+
+
+@pytest.mark.parametrize("value", ["1e400", "1e999999999", "-1" + "0" * 5000])
+async def test_a_value_beyond_float64_is_dropped_as_an_infinity_is(
+    proxied: Adapter, proxy: PrometheusProxy, value: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """No Prometheus stores such a value; a server that sends one gets its item left out, quickly, not a frozen
+    adapter computing a number of a billion digits."""
+    proxy.respond = (
+        200,
+        vector(
+            [
+                {"metric": {"pod": "trainer-0", "namespace": "ml"}, "value": [1.8e9, value]},
+                {"metric": {"pod": "trainer-1", "namespace": "ml"}, "value": [1.8e9, "42"]},
+            ]
+        ),
+    )
+    body = await proxied.get(TRAINERS)
+    assert [(i["describedObject"]["name"], i["value"]) for i in body["items"]] == [("trainer-1", "42")]
+    dropped = proxied.components.metrics.registry.get_sample_value(
+        "gpuscale_adapter_dropped_samples_total", {"reason": "inf"}
+    )
+    assert dropped == 1
+    [line] = [r.getMessage() for r in caplog.records if "dropped gpu_utilization" in r.getMessage()]
+    assert line.startswith("dropped gpu_utilization = ")
+    assert len(line) < 200  # the value is shown shortened, never 5,000 digits into the log

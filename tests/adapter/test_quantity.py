@@ -4,8 +4,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from adapter.errors import NotFinite
-from adapter.query.quantity import binary_quantity, format_quantity, parse_sample_value
+from adapter.backends.prometheus import Sample
+from adapter.errors import NotFinite, OutOfRange
+from adapter.provider.resource_metrics import _value as usage_value
+from adapter.query.quantity import binary_quantity, format_quantity, parse_sample_value, sample_quantity
 from harness.kube.wire import parse_quantity  # independent of the adapter: round trips check one against the other
 
 
@@ -55,6 +57,31 @@ def test_format_quantity(sample: str, expected: str) -> None:
 def test_not_finite_values_have_no_quantity(sample: str) -> None:
     with pytest.raises(NotFinite):
         parse_sample_value(sample)
+
+
+# No Prometheus stores these (its samples are float64s); a broken or hostile server may send them. Each is refused
+# before any digit is computed: converting 1e20000000 exactly took 28 s of CPU, 1e999999999 never ended.
+BEYOND_FLOAT64 = ["1e400", "-1e400", "1.8e308", "1" + "0" * 400, "1e20000000", "-1e20000000", "1e999999999"]
+
+
+@pytest.mark.parametrize("sample", BEYOND_FLOAT64)
+def test_values_beyond_float64_are_infinite_and_have_no_quantity(sample: str) -> None:
+    with pytest.raises(OutOfRange, match="beyond float64's range"):
+        sample_quantity(sample)
+    with pytest.raises(NotFinite):  # so every caller that drops NaN and infinities drops these too
+        parse_sample_value(sample)
+    for quantity in (format_quantity, binary_quantity):
+        with pytest.raises(OutOfRange):
+            quantity(Decimal(sample))
+    # metrics.k8s.io sums a container's samples: an infinity, not a number too large for the decimal context
+    assert usage_value(Sample({}, 1.0, sample)) == Decimal("-Infinity" if sample.startswith("-") else "Infinity")
+
+
+def test_the_largest_float64_and_the_smallest_still_have_exact_quantities() -> None:
+    assert sample_quantity("1.7976931348623157e308") == "17976931348623157" + "0" * 274 + "E"  # x 10^18
+    assert sample_quantity("-1.7976931348623157e308").startswith("-17976931348623157")
+    assert sample_quantity("5e-324") == "0"
+    assert sample_quantity("1e-999999999") == "0"  # below a nano-unit: rounded to 0, cheaply
 
 
 def test_garbage_is_not_a_sample() -> None:
