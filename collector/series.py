@@ -89,12 +89,18 @@ def _field_samples(name: str, series: Series) -> Samples:
 
 
 def _merged(named: Labels, owner: Labels) -> Labels:
-    """``owner`` after ``named``, less any name ``named`` already has: a pod label may not replace ``gpu`` or
-    ``Hostname``, and a repeated name would make Prometheus refuse the whole scrape."""
+    """``owner`` after ``named``, less any name already given: a repeated name would make Prometheus refuse the whole
+    scrape. Pod labels never take the collector's names (``pods/labels.py`` prefixes them); this holds whatever
+    else an owner's labels bring."""
     if not owner:
         return named
     taken = {k for k, _ in named}
-    return named + tuple((k, v) for k, v in owner if k not in taken)
+    merged = list(named)
+    for k, v in owner:
+        if k not in taken:
+            taken.add(k)
+            merged.append((k, v))
+    return tuple(merged)
 
 
 def _renamed(labels: Labels, names: Mapping[str, str] | None) -> Labels:

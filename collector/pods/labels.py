@@ -6,6 +6,13 @@ where dcgm-exporter would write an exposition Prometheus refuses: a name that wo
 prefix such as ``1password.com/``) gets a leading ``_``, and when two keys sanitise to the same name the first in
 sorted order wins instead of whichever Go's map order gives.
 
+A pod label may not take a name the collector gives a label of its own (``gpu``, ``UUID``, ``Hostname``, ``pod``,
+``namespace``, ``container``, ``pod_uid``, ``hpc_job``, ``err_code``, a ``dra_*`` claim label, a ``DCGM_*`` label
+field, dcgm-exporter 1.x's ``pod_name``...: ``RESERVED``): one series with a name twice makes Prometheus refuse the
+node's whole scrape, where dcgm-exporter writes it anyway. Such a label is exported as ``label_<name>``, the prefix
+kube-state-metrics gives every pod label (``label_pod``); a pod that also has a label named ``label_<name>`` keeps
+its own, as two keys that sanitise alike do.
+
 ``--kubernetes-pod-label-allowlist-regex`` is a comma-separated list of regular expressions searched (unanchored, as
 Go's ``MatchString``) in the label's key before sanitising; a key is kept when any matches; no list keeps every key.
 They are RE2 expressions matched by the RE2 library (``google-re2``), as Go's ``regexp`` reads them; Python's ``re``
@@ -32,11 +39,26 @@ class Pattern(Protocol):
 
 
 _INVALID = re.compile(r"[^a-zA-Z0-9_]")
+# the collector's own label names: a GPU's, a MIG instance's, the node's, a pod owner's, a field's own (XID, event
+# windows, NVLink peers), and what -o and --hostname-label rename them to
+RESERVED = frozenset({
+    "gpu", "UUID", "uuid", "pci_bus_id", "device", "modelName", "GPU_I_ID", "GPU_I_PROFILE", "Hostname", "hostname",
+    "pod", "namespace", "container", "pod_name", "pod_namespace", "container_name", "pod_uid", "hpc_job",
+    "err_code", "err_msg", "xid", "clock_event", "window_size_in_ms", "peer_gpu", "link_status",
+})  # fmt: skip
+RESERVED_PREFIXES = ("dra_", "DCGM_")  # a DRA claim's labels; label fields (DCGM_FI_DRIVER_VERSION)
+PREFIX = "label_"
 
 
 def sanitize(key: str) -> str:
     name = _INVALID.sub("_", key)
     return f"_{name}" if name[:1].isdigit() else name
+
+
+def series_name(key: str) -> str:
+    """The label name a pod label's key becomes: sanitised, and prefixed where the collector has that name."""
+    name = sanitize(key)
+    return PREFIX + name if name in RESERVED or name.startswith(RESERVED_PREFIXES) else name
 
 
 def parse_allowlist(text: str) -> tuple[Pattern, ...]:
@@ -71,5 +93,5 @@ class PodLabelFilter:
         out: dict[str, str] = {}
         for key in sorted(labels):
             if self.allows(key):
-                out.setdefault(sanitize(key), str(labels[key]))
+                out.setdefault(series_name(key), str(labels[key]))
         return tuple(out.items())

@@ -20,6 +20,7 @@ from typing import Any, TypeVar
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from collector.pods.labels import RESERVED
 from collector.simulation.nvml import SimulatedNvml
 from harness.kube.api import FakeKubeAPIServer
 from harness.node.kubelet import DraClaim, FakePod, PodResourcesServer, gpu_pod
@@ -157,6 +158,30 @@ def test_pod_labels_uids_and_dra_gpus_reach_prometheus(
         assert not prom.query('DCGM_FI_DEV_GPU_UTIL{pod="trainer",team="ml"}')  # the old series went stale
         # every series of the GPU carries them, not only utilization
         assert prom.query('DCGM_FI_DEV_FB_USED{pod="dra-job",dra_claim_name="gpu"}')
+
+
+@pytest.mark.prometheus
+def test_pod_labels_named_as_the_collectors_own_keep_the_scrape_valid(
+    tmp_path: Path, cluster: tuple[ApiServer, PodResourcesServer, list[str]]
+) -> None:
+    """A pod labelled ``pod``, ``namespace``, ``pod_uid``, ``dra_claim_name``... would repeat a label name in its
+    series, and Prometheus would refuse the node's whole scrape: each is served as ``label_<name>``."""
+    api, _, args = cluster
+    hostile = {name: f"x-{name}" for name in (*RESERVED, "dra_claim_name", "DCGM_FI_DRIVER_VERSION")}
+    api.put("pods", "trainer", labels=hostile, namespace="ml", uid="uid-trainer", spec={"nodeName": NODE})
+    with (
+        collector(tmp_path, *args, *POD_UID, "--kubernetes-enable-pod-labels", "--kubernetes-enable-dra") as c,
+        run_prometheus(tmp_path / "prometheus", [c.url.removeprefix("http://")]) as prom,
+    ):
+        trainer = prom.wait_for('DCGM_FI_DEV_GPU_UTIL{pod="trainer",label_pod="x-pod"}')[0]["metric"]
+        assert (trainer["pod"], trainer["namespace"], trainer["container"]) == ("trainer", "ml", "main")
+        assert (trainer["pod_uid"], trainer["gpu"], trainer["Hostname"]) == ("uid-trainer", "0", NODE)
+        assert {k: v for k, v in trainer.items() if k.startswith("label_")} == {
+            f"label_{name}": value for name, value in hostile.items()
+        }
+        assert [s["value"][1] for s in prom.query("up")] == ["1"]
+        # the DRA pod's series keep its claim's labels, whatever the other pod is labelled
+        assert prom.query('DCGM_FI_DEV_GPU_UTIL{pod="dra-job",dra_claim_name="gpu"}')
 
 
 def test_without_the_options_pods_keep_only_their_names_and_dra_claims_are_ignored(

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from collector.pods.directory import KubePodDirectory, PodMeta
-from collector.pods.labels import PodLabelFilter, parse_allowlist, sanitize
+from collector.pods.labels import RESERVED, PodLabelFilter, parse_allowlist, sanitize
 from harness.kube.api import FakeKubeAPIServer
 
 
@@ -38,6 +38,15 @@ def test_the_allowlist_searches_the_original_key_and_any_pattern_may_match() -> 
 
 def test_two_keys_that_sanitise_alike_keep_the_first_in_key_order() -> None:
     assert PodLabelFilter()({"a/b": "slash", "a.b": "dot"}) == (("a_b", "dot"),)
+
+
+@pytest.mark.parametrize("name", [*sorted(RESERVED), "dra_claim_name", "dra_mig_profile", "DCGM_FI_DRIVER_VERSION"])
+def test_a_pod_label_named_as_a_label_of_the_collector_is_prefixed(name: str) -> None:
+    assert dict(PodLabelFilter()({name: "x", "team": "ml"})) == {f"label_{name}": "x", "team": "ml"}
+
+
+def test_a_pod_label_already_named_label_x_keeps_its_value_over_the_renamed_x() -> None:
+    assert PodLabelFilter()({"pod": "renamed", "label_pod": "own"}) == (("label_pod", "own"),)
 
 
 def test_a_pattern_that_does_not_compile_is_an_error_naming_it() -> None:
