@@ -8,6 +8,12 @@ a file, or with an empty one, keeps its series unlabelled. Other names and sub-d
 Looked at every collection cycle: the directory is listed and each file's inode, time and size compared, and only a
 file that changed is read again. Unlike dcgm-exporter, blank lines and the spaces around an ID are dropped (an empty
 ``hpc_job`` would be no label at all) and an ID listed twice is served once (twice would repeat the series).
+
+What the directory holds becomes label values on a scraped page, so only what a scheduler writes is read: a regular
+file (a symbolic link, to ``/etc/shadow`` or ``/proc/self/environ``, is refused, and the file is opened without
+following one), of at most ``MAX_FILE_BYTES``, at most ``MAX_JOBS`` IDs a GPU of at most ``MAX_ID_CHARS`` each. What
+is refused is said in a log line (once a minute per file) and costs that GPU its ``hpc_job`` labels, or the jobs past
+the limit; each ID is one more copy of every series of its GPU, so a 20,000-line file would be 20,000 copies.
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ from __future__ import annotations
 import logging
 import os
 import re
+import stat
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -26,6 +33,13 @@ from common.watched_file import Stamp
 log = logging.getLogger(__name__)
 
 _GPU_FILE = re.compile(r"\d+(\.\d+)?")
+MAX_FILE_BYTES = 64 * 1024
+MAX_JOBS = 64  # per GPU or GPU instance
+MAX_ID_CHARS = 256
+
+
+class Refused(Exception):
+    """A job file that is not read: what is wrong with it."""
 
 
 class HpcJobs:
@@ -55,12 +69,16 @@ class HpcJobs:
         files = {}
         for entry in entries:
             try:
-                if not entry.is_file():
-                    continue
-                st = entry.stat()
+                if entry.is_symlink():
+                    raise Refused("it is a symbolic link")
+                if not entry.is_file(follow_symlinks=False):
+                    continue  # a directory named like a GPU
+                st = entry.stat(follow_symlinks=False)
                 now: Stamp = (st.st_ino, st.st_mtime_ns, st.st_size)
                 known = self._files.get(entry.name)
-                files[entry.name] = known if known is not None and known[0] == now else (now, _read(entry.path))
+                files[entry.name] = known if known is not None and known[0] == now else (now, self._read(entry.path))
+            except Refused as e:
+                self._complain(entry.name, f"HPC job mapping file {entry.path} is not read: {e}")
             except OSError as e:  # removed between listing and reading, or unreadable: no jobs for that GPU
                 self._complain(entry.name, f"HPC job mapping file {entry.path} cannot be read ({e})")
         self._files = files
@@ -88,7 +106,22 @@ class HpcJobs:
         if held is not None:
             log.warning("%s%s", message, left_out(held, self._log_limit.interval))
 
-
-def _read(path: str) -> tuple[str, ...]:
-    with open(path, encoding="utf-8", errors="replace") as f:
-        return tuple(dict.fromkeys(line.strip() for line in f if line.strip()))
+    def _read(self, path: str) -> tuple[str, ...]:
+        """The file's job IDs, the first ``MAX_JOBS`` of them; ``Refused`` for what a scheduler does not write."""
+        # O_NOFOLLOW: a file swapped for a link after the listing is refused too; O_NONBLOCK: a FIFO does not hang
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+        with os.fdopen(fd, "rb") as f:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise Refused("it is not a regular file")
+            data = f.read(MAX_FILE_BYTES + 1)
+        if len(data) > MAX_FILE_BYTES:
+            raise Refused(f"it is larger than {MAX_FILE_BYTES // 1024} KiB")
+        ids = dict.fromkeys(line.strip() for line in data.decode("utf-8", errors="replace").splitlines())
+        ids.pop("", None)
+        long = [i for i in ids if len(i) > MAX_ID_CHARS]
+        if long:
+            raise Refused(f"a line is longer than {MAX_ID_CHARS} characters, which no job ID is")
+        jobs = tuple(ids)
+        if len(jobs) > MAX_JOBS:
+            self._complain(path, f"HPC job mapping file {path} lists {len(jobs)} jobs: the first {MAX_JOBS} are served")
+        return jobs[:MAX_JOBS]

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from collector.pods.hpc_jobs import HpcJobs
+from collector.pods.hpc_jobs import MAX_FILE_BYTES, MAX_ID_CHARS, MAX_JOBS, HpcJobs
 from collector.series import Series
 
 GPU0 = (("gpu", "0"), ("UUID", "GPU-0"))
@@ -69,3 +69,43 @@ def test_a_missing_directory_is_said_once_and_picked_up_when_it_appears(
     directory.mkdir()
     (directory / "0").write_text("1001\n")
     assert jobs.current() == {"0": ("1001",)}
+
+
+def test_a_symbolic_link_is_refused_with_a_log_line(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    secret = tmp_path.parent / f"{tmp_path.name}-shadow"
+    secret.write_text("root:$6$secret-hash:19000:0:99999:7:::\n")
+    (tmp_path / "0").symlink_to(secret)
+    (tmp_path / "1").symlink_to("/proc/self/environ")
+    (tmp_path / "1.2").write_text("2001\n")
+    with caplog.at_level(logging.WARNING):
+        assert HpcJobs(str(tmp_path)).current() == {"1.2": ("2001",)}
+    refused = [r.getMessage() for r in caplog.records]
+    assert f"HPC job mapping file {tmp_path / '0'} is not read: it is a symbolic link" in refused
+    assert f"HPC job mapping file {tmp_path / '1'} is not read: it is a symbolic link" in refused
+    assert "secret-hash" not in caplog.text
+
+
+def test_a_file_larger_than_a_scheduler_writes_is_refused(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    (tmp_path / "0").write_text("".join(f"{1000000 + n}\n" for n in range(20_000)))  # 160 KB
+    (tmp_path / "1").write_text("x" * (MAX_ID_CHARS + 1) + "\n")
+    (tmp_path / "1.2").write_text("2001\n")
+    with caplog.at_level(logging.WARNING):
+        assert HpcJobs(str(tmp_path)).current() == {"1.2": ("2001",)}
+    assert f"{tmp_path / '0'} is not read: it is larger than {MAX_FILE_BYTES // 1024} KiB" in caplog.text
+    assert f"{tmp_path / '1'} is not read: a line is longer than {MAX_ID_CHARS} characters" in caplog.text
+
+
+def test_jobs_past_the_limit_of_a_gpu_are_left_out_with_a_log_line(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    (tmp_path / "0").write_text("".join(f"{n}\n" for n in range(MAX_JOBS + 36)))
+    with caplog.at_level(logging.WARNING):
+        jobs = HpcJobs(str(tmp_path)).current()
+    assert jobs == {"0": tuple(str(n) for n in range(MAX_JOBS))}
+    assert f"lists {MAX_JOBS + 36} jobs: the first {MAX_JOBS} are served" in caplog.text
+
+
+def test_a_fifo_named_like_a_gpu_does_not_hang_the_cycle(tmp_path: Path) -> None:
+    os.mkfifo(tmp_path / "0")
+    (tmp_path / "1").write_text("1001\n")
+    assert HpcJobs(str(tmp_path)).current() == {"1": ("1001",)}
