@@ -26,8 +26,9 @@ from adapter.http.health import STOPPING
 from adapter.provider.explain import explain, render_text
 from adapter.security import tls
 from adapter.security.auth import DISABLED_WARNING
-from adapter.serving import connections, event_loop, server_log
+from adapter.serving import event_loop, server_log
 from adapter.settings import Settings, parse_settings, usage
+from common import connections
 
 log = logging.getLogger("adapter")
 
@@ -122,7 +123,7 @@ async def _explain(settings: Settings, target: str, as_json: bool) -> int:
 
 
 def main(argv: Sequence[str] | None = None, limits: connections.Limits | None = None) -> int:
-    """``limits`` replaces the connection limits of ``adapter/serving/connections.py`` (tests, benchmarks)."""
+    """``limits`` replaces the connection limits of ``common/connections.py`` (tests, benchmarks)."""
     args = list(sys.argv[1:] if argv is None else argv)
     if args and args[0] == PROMETHEUS_ADAPTER_BINARY:
         args.pop(0)  # prometheus-adapter's Helm chart names its binary as the first argument; Go ignores it

@@ -33,10 +33,10 @@ from adapter.provider.discovery import Discovery
 from adapter.provider.provider import Provider
 from adapter.provider.resource_metrics import ResourceMetrics
 from adapter.self_metrics import AdapterMetrics
-from adapter.serving.heap import malloc_trim
 from adapter.settings import Settings
 from adapter.single_flight import SingleFlightCache
 from adapter.supervisor import Work, polled, start
+from common.heap import malloc_trim
 
 log = logging.getLogger(__name__)
 

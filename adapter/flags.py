@@ -42,7 +42,7 @@ _IGNORED = {
         *(f"audit-{backend}-{name}" for backend in ("log", "webhook") for name in _AUDIT_BACKEND),
     ),
     "there is no Go profiler (/debug/pprof) to serve": ("profiling", "contention-profiling", "debug-socket-path"),
-    "requests are bounded by the connection limits of adapter/serving, not by API Priority and Fairness": (
+    "requests are bounded by the connection limits of common/connections.py, not by API Priority and Fairness": (
         "enable-priority-and-fairness",
     ),
     "there are no Kubernetes feature gates here": ("feature-gates",),

@@ -20,8 +20,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 from adapter.backends.prometheus_answer import series_reply  # noqa: E402
-from adapter.serving.heap import malloc_trim  # noqa: E402
 from bench.adapter_bench import machine  # noqa: E402
+from common.heap import malloc_trim  # noqa: E402
 
 LISTINGS = 9
 PARALLEL = 4  # adapter/provider/relist.py PARALLEL_REQUESTS

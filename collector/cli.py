@@ -7,6 +7,7 @@ import contextlib
 import json
 import logging
 import signal
+import ssl
 import sys
 from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
 from dataclasses import dataclass
@@ -28,6 +29,7 @@ from collector.pods.hpc_jobs import HpcJobs
 from collector.server import create_app
 from collector.settings import FLAGS, Settings, parse_settings
 from collector.simulation.nvml import SimulatedNvml
+from common import connections
 
 if TYPE_CHECKING:
     # What only some flags use is imported when they are given: pod attribution (-k) brings gRPC and RE2, the web
@@ -164,7 +166,8 @@ def build_node(
     return Node(collection(attribution), watcher, sampler, own_directory, slices)
 
 
-def main(argv: Sequence[str] | None = None) -> None:
+def main(argv: Sequence[str] | None = None, limits: connections.Limits | None = None) -> None:
+    """``limits`` replaces the connection limits of ``common/connections.py`` (tests, benchmarks)."""
     settings = parse_settings(argv)
     configure_logging(settings)
     for flag in settings.ignored:
@@ -195,21 +198,33 @@ def main(argv: Sequence[str] | None = None) -> None:
     for run in compat_tasks(settings, node, counters, nvml, app):
         app.cleanup_ctx.append(_background(run))
     try:
-        web.run_app(
-            app,
-            host=settings.host or None,
-            port=settings.port,
-            print=lambda *_: log.info(
-                "serving /metrics on %s://%s:%d",
-                "https" if ssl_context else "http",
-                settings.host or "*",
-                settings.port,
-            ),
-            access_log=None,
-            ssl_context=ssl_context,
-        )
+        asyncio.run(_serve(app, settings, ssl_context, limits or connections.Limits()))
     finally:
         node.stop()
+
+
+async def _serve(
+    app: web.Application, settings: Settings, ssl_context: ssl.SSLContext | None, limits: connections.Limits
+) -> None:
+    """Serve until SIGTERM or SIGINT, on the adapter's bounded site: at most so many connections, each handshake and
+    request head in time and of bounded size, idle connections closed (common/connections.py)."""
+    runner = connections.runner(app, limits, access_log=None)
+    await runner.setup()
+    try:
+        site = connections.BoundedSite(runner, settings.host or None, settings.port, ssl_context=ssl_context,
+                                       limits=limits)  # fmt: skip
+        await site.start()
+        log.info("serving /metrics on %s://%s:%d", "https" if ssl_context else "http", settings.host or "*",
+                 settings.port)  # fmt: skip
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        await stop.wait()
+        log.info("shutting down: no new connections; finishing the scrapes in flight")
+    finally:
+        await runner.cleanup()
+        log.info("stopped")
 
 
 def _needing_kubernetes(settings: Settings) -> list[str]:

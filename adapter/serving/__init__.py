@@ -1,2 +1,2 @@
-"""The HTTP server's edge, below the app: which connections are taken and for how long, the memory they leave
-behind, and what the log says of requests that never reach the app."""
+"""The adapter's server below the app: what the log says of requests that never reach the app, and the event loop
+(the connection bounds, shared with the collector, are in common/connections.py)."""

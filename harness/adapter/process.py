@@ -21,7 +21,7 @@ from harness.stores.prometheus import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 _WITH_LIMITS = (
-    "import sys; from adapter.cli import main; from adapter.serving.connections import Limits; "
+    "import sys; from adapter.cli import main; from common.connections import Limits; "
     "sys.exit(main(sys.argv[1:], Limits(**{!r})))"
 )
 
@@ -65,7 +65,7 @@ async def secure_adapter(
 ) -> AsyncIterator[AdapterProcess]:
     """Start the adapter over HTTPS with authentication on and wait until /readyz answers; SIGTERM it on exit.
 
-    ``limits`` are ``adapter.serving.connections.Limits`` fields, handed to the command's ``main``; ``root`` is the
+    ``limits`` are ``common.connections.Limits`` fields, handed to the command's ``main``; ``root`` is the
     checkout whose adapter runs (a benchmark's "before"); ``cluster``, the CAs it trusts (a new one if not given).
     """
     (cluster or Cluster()).publish(kube)

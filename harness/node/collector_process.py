@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import ssl
 import subprocess
 import sys
 import time
@@ -14,6 +15,10 @@ from pathlib import Path
 from harness.stores.prometheus import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
+_WITH_LIMITS = (
+    "import sys; from collector.cli import main; from common.connections import Limits; "
+    "main(sys.argv[1:], Limits(**{!r}))"
+)
 
 
 @contextmanager
@@ -23,25 +28,32 @@ def running_collector(
     log: Path | None = None,
     timeout: float = 30,
     collections: int = 2,
+    limits: Mapping[str, float] | None = None,
+    scheme: str = "http",
 ) -> Iterator[str]:
     """Start the collector on a free port and yield its URL once it has published ``collections`` collections.
 
-    Its output goes to ``log`` (read it for what it said) or, when None, to a pipe read only on failure."""
+    Its output goes to ``log`` (read it for what it said) or, when None, to a pipe read only on failure. ``limits``
+    are ``common.connections.Limits`` fields, handed to the command's ``main``; ``scheme`` https for a collector
+    serving TLS (its certificate is not checked here)."""
     port = free_port()
     out = log.open("wb") if log is not None else subprocess.PIPE
+    command = ["-c", _WITH_LIMITS.format(dict(limits))] if limits else ["-m", "collector"]
     proc = subprocess.Popen(
-        [sys.executable, "-m", "collector", "-a", f"127.0.0.1:{port}", *args],
+        [sys.executable, *command, "-a", f"127.0.0.1:{port}", *args],
         cwd=ROOT,
         env={**os.environ, "NODE_NAME": "sim-node", **(env or {})},
         stdout=out,
         stderr=subprocess.STDOUT,
     )
-    url = f"http://127.0.0.1:{port}"
+    url = f"{scheme}://127.0.0.1:{port}"
+    unchecked = ssl.create_default_context()
+    unchecked.check_hostname, unchecked.verify_mode = False, ssl.CERT_NONE
     try:
         deadline = time.monotonic() + timeout
         while True:
             try:
-                with urllib.request.urlopen(f"{url}/metrics", timeout=2) as resp:
+                with urllib.request.urlopen(f"{url}/metrics", timeout=2, context=unchecked) as resp:
                     if f"gpuscale_collector_collections_total {collections}".encode() in resp.read():
                         break
             except OSError:

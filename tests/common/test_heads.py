@@ -1,10 +1,10 @@
-"""The request framing ``adapter/serving/heads.py`` follows ahead of aiohttp's parser."""
+"""The request framing ``common/heads.py`` follows ahead of aiohttp's parser."""
 
 from __future__ import annotations
 
 import pytest
 
-from adapter.serving.heads import body_length, head_end
+from common.heads import body_length, head_end
 
 
 @pytest.mark.parametrize(

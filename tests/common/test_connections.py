@@ -1,4 +1,4 @@
-"""The server's connection bounds (adapter/serving/connections.py) over real sockets and TLS, with short limits."""
+"""The server's connection bounds (common/connections.py) over real sockets and TLS, with short limits."""
 
 from __future__ import annotations
 
@@ -9,10 +9,11 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import pytest
 from aiohttp import web
 
 from adapter.security.tls import self_signed
-from adapter.serving.connections import TRIM_AFTER_CLOSES, BoundedSite, Limits, runner
+from common.connections import TRIM_AFTER_CLOSES, BoundedSite, Limits, runner
 from harness.waiting import wait_until
 
 REQUEST = b"GET / HTTP/1.1\r\nHost: adapter\r\n\r\n"
@@ -207,12 +208,40 @@ async def test_connections_beyond_the_limit_are_refused_while_earlier_ones_are_s
 async def test_plain_http_has_the_same_bounds(tmp_path: Path) -> None:
     async with serve(tmp_path, Limits(header_timeout=0.5, max_connections=1), tls=False) as served:
         reader, writer = await served.connect()
-        writer.write(b"GET / HTTP/1.1\r\n")
+        assert await answer(reader, writer) == b"HTTP/1.1 200 OK"
         other_reader, other_writer = await served.connect()
-        assert await closed_by_server(other_reader, 10)  # beyond the limit of one
-        assert await closed_by_server(reader, 15)  # no complete head
+        assert await closed_by_server(other_reader, 10)  # beyond the limit of one, which has sent a request
         other_writer.close()
         writer.close()
+        await wait_until(lambda: served.site.open == 0, what="the connection to close")
+        reader, writer = await served.connect()
+        writer.write(b"GET / HTTP/1.1\r\n")
+        assert await closed_by_server(reader, 15)  # no complete head
+        writer.close()
+
+
+@pytest.mark.parametrize("tls", [True, False], ids=["tls", "plain"])
+async def test_at_the_limit_a_new_connection_takes_the_place_of_the_oldest_that_sent_no_request(
+    tmp_path: Path, tls: bool
+) -> None:
+    """A flood of strangers who connect and send nothing (or half a head) cannot shut out a caller that asks."""
+    async with serve(tmp_path, Limits(max_connections=4), tls=tls) as served:
+        reader, writer = await served.connect()
+        assert await answer(reader, writer) == b"HTTP/1.1 200 OK"  # a caller with a request: never made room for
+        strangers = []
+        for n in range(20):  # idle TCP connections: no TLS hello, no head
+            strangers.append(await asyncio.open_connection("127.0.0.1", served.port))
+            if n == 0:
+                strangers[0][1].write(b"GET / HTTP/1.1\r\n")  # half a head
+        await wait_until(lambda: served.site.open <= 4, what="the oldest strangers to be closed")
+        # the oldest strangers were closed to make room, the newest three are still open
+        for stranger_reader, _ in strangers[:-3]:
+            assert await closed_by_server(stranger_reader, 10)
+        new_reader, new_writer = await served.connect()
+        assert await answer(new_reader, new_writer) == b"HTTP/1.1 200 OK"  # it found room
+        assert await answer(reader, writer) == b"HTTP/1.1 200 OK"  # the first caller still has its connection
+        for w in (writer, new_writer, *(w for _, w in strangers)):
+            w.close()
 
 
 async def test_freed_memory_is_handed_back_after_a_burst_of_closes(tmp_path: Path) -> None:

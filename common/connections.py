@@ -5,7 +5,11 @@ open connections, no deadline for a request's head nor bound on its size, and as
 256 KiB receive buffer for its whole life. ``BoundedSite`` listens in place of aiohttp's ``TCPSite`` and bounds each
 stage:
 
-- at most ``max_connections`` open: one more is closed as it is accepted, before any TLS work or buffer;
+- at most ``max_connections`` open. At the limit a new connection takes the place of the oldest one that has not
+  yet sent a complete request head (closed at once), so that strangers who open connections and send nothing
+  cannot shut out the aggregator, the probes or Prometheus, whose requests follow their connections within
+  milliseconds; only when every open connection has sent a request is the new one closed as it is accepted, before
+  any TLS work or buffer;
 - the TLS handshake within ``handshake_timeout``;
 - each request head within ``header_timeout`` of its first byte (the first one: of the handshake) and at most
   ``max_head_bytes`` long (``heads.py``);
@@ -28,12 +32,12 @@ import ssl
 from asyncio import sslproto
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from aiohttp import web
 
-from adapter.serving import heads
-from adapter.serving.heap import malloc_trim
+from common import heads
+from common.heap import malloc_trim
 from common.log_limit import LogLimit, left_out
 
 log = logging.getLogger(__name__)
@@ -65,6 +69,18 @@ def runner(app: web.Application, limits: Limits, access_log: logging.Logger | No
     return web.AppRunner(app, access_log=access_log, keepalive_timeout=limits.idle_timeout)
 
 
+class _Slot:
+    """An accepted connection as the site follows it: its transport, to close it if it must make room."""
+
+    __slots__ = ("transport",)
+
+    def __init__(self) -> None:
+        self.transport: asyncio.BaseTransport | None = None
+
+    def opened(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport
+
+
 class _Refused(asyncio.Protocol):
     def __init__(self, refused: Callable[[Any], None]) -> None:
         self._refused = refused
@@ -85,6 +101,7 @@ class _TLS(sslproto.SSLProtocol):
         context: ssl.SSLContext,
         handshake_timeout: float,
         closed: Callable[[], None],
+        opened: Callable[[asyncio.BaseTransport], None],
     ) -> None:
         super().__init__(
             asyncio.get_running_loop(),
@@ -98,6 +115,11 @@ class _TLS(sslproto.SSLProtocol):
             ssl_shutdown_timeout=SHUTDOWN_TIMEOUT,
         )
         self._closed = closed
+        self._opened = opened
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self._opened(transport)  # the TCP transport: closing it ends the handshake too
+        super().connection_made(transport)
 
     def connection_lost(self, exc: BaseException | None) -> None:
         super().connection_lost(exc)
@@ -105,12 +127,13 @@ class _TLS(sslproto.SSLProtocol):
 
 
 class BoundedSite(web.BaseSite):
-    """aiohttp's ``TCPSite`` with the bounds of this module; ``trim`` hands freed memory back to the system."""
+    """aiohttp's ``TCPSite`` with the bounds of this module; ``trim`` hands freed memory back to the system. ``host``
+    None listens on every address, IPv4 and IPv6, as ``TCPSite`` does."""
 
     def __init__(
         self,
         app_runner: web.BaseRunner,
-        host: str,
+        host: str | None,
         port: int,
         *,
         ssl_context: ssl.SSLContext | None = None,
@@ -127,10 +150,11 @@ class BoundedSite(web.BaseSite):
         self._log_limit = log_limit or LogLimit(60.0)
         self._closes = 0
         self._trim_timer: asyncio.TimerHandle | None = None
+        self._unproven: dict[_Slot, None] = {}  # connections without a complete request head yet, oldest first
 
     @property
     def name(self) -> str:
-        return f"{'https' if self._ssl_context else 'http'}://{self._host}:{self._port}"
+        return f"{'https' if self._ssl_context else 'http'}://{self._host or '*'}:{self._port}"
 
     async def start(self) -> None:
         await super().start()
@@ -139,18 +163,47 @@ class BoundedSite(web.BaseSite):
         self._server = await loop.create_server(self._accept, self._host, self._port, backlog=self._backlog)
 
     def _accept(self) -> asyncio.BaseProtocol:
-        if self.open >= self.limits.max_connections:
+        if self.open >= self.limits.max_connections and not self._make_room():
             return _Refused(self._refused)
         server = self._runner.server
         assert server is not None, "the runner is set up before a site starts"
         self.open += 1
+        slot = _Slot()
+        self._unproven[slot] = None
         limits = self.limits
-        if self._ssl_context is None:
-            return heads.Heads(server(), limits.header_timeout, limits.max_head_bytes, self._closed_early, self._closed)
-        http = heads.Heads(server(), limits.header_timeout, limits.max_head_bytes, self._closed_early)
-        return _TLS(http, self._ssl_context, limits.handshake_timeout, self._closed)
 
-    def _closed(self) -> None:
+        def proven() -> None:
+            self._unproven.pop(slot, None)
+
+        def closed() -> None:
+            self._closed(slot)
+
+        head_limits = (limits.header_timeout, limits.max_head_bytes, self._closed_early)
+        if self._ssl_context is None:
+            return heads.Heads(server(), *head_limits, closed, opened=slot.opened, proven=proven)
+        http = heads.Heads(server(), *head_limits, proven=proven)
+        return _TLS(http, self._ssl_context, limits.handshake_timeout, closed, slot.opened)
+
+    def _make_room(self) -> bool:
+        """Close the oldest connection that has sent no complete request head; False when there is none."""
+        oldest = next((s for s in self._unproven if s.transport is not None), None)
+        if oldest is None or oldest.transport is None:
+            return False
+        del self._unproven[oldest]
+        held = self._log_limit.allow("made room")
+        if held is not None:
+            log.warning(
+                "closed the connection from %s, the oldest without a complete request, to take a new one: %d are "
+                "open, the most allowed%s",
+                _address(oldest.transport.get_extra_info("peername")),
+                self.open,
+                left_out(held, self._log_limit.interval),
+            )
+        cast(asyncio.Transport, oldest.transport).abort()  # its slot frees as it closes, on the loop's next pass
+        return True
+
+    def _closed(self, slot: _Slot) -> None:
+        self._unproven.pop(slot, None)
         self.open -= 1
         self._closes += 1
         if self._closes >= TRIM_AFTER_CLOSES and self._trim_timer is None:
@@ -165,7 +218,7 @@ class BoundedSite(web.BaseSite):
         held = self._log_limit.allow("refused")
         if held is not None:
             log.warning(
-                "refused a connection from %s: %d are open, the most allowed%s",
+                "refused a connection from %s: %d are open, the most allowed, each with a request%s",
                 _address(peer),
                 self.open,
                 left_out(held, self._log_limit.interval),

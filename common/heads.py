@@ -58,7 +58,8 @@ def body_length(head: bytes) -> int | None:
 
 class Heads(asyncio.Protocol):
     """Between the transport and aiohttp's ``handler`` (see the module); ``report`` hears of each connection closed
-    here, with its kind (SLOW, LONG, CHUNKED) and the client's address."""
+    here, with its kind (SLOW, LONG, CHUNKED) and the client's address; ``opened`` of the transport, ``proven`` of
+    the first complete head (once), ``closed`` of the end."""
 
     def __init__(
         self,
@@ -67,8 +68,12 @@ class Heads(asyncio.Protocol):
         max_bytes: int,
         report: Callable[[str, Any], None],
         closed: Callable[[], None] | None = None,
+        opened: Callable[[asyncio.BaseTransport], None] | None = None,
+        proven: Callable[[], None] | None = None,
     ) -> None:
         self._handler = handler
+        self._opened = opened
+        self._proven = proven
         self._timeout = timeout
         self._max_bytes = max_bytes
         self._report = report
@@ -81,6 +86,8 @@ class Heads(asyncio.Protocol):
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self._transport = transport
+        if self._opened is not None:
+            self._opened(transport)
         self._start_timer()
         self._handler.connection_made(transport)
 
@@ -117,6 +124,9 @@ class Heads(asyncio.Protocol):
             self._stop_timer()
             if length is None:
                 return CHUNKED
+            if self._proven is not None:
+                self._proven()
+                self._proven = None
             self._body = length
         return None
 
