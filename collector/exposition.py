@@ -52,13 +52,19 @@ def _sample_line(name: str, labels: Labels, value: float) -> str:
     return f"{name} {format_value(value)}\n"
 
 
+def _encoded(text: str) -> bytes:
+    """UTF-8, a lone surrogate (a pod label or a ConfigMap's help text may hold one: JSON's ``"\\ud800"``) as ``?``:
+    strict encoding would fail the whole page, and the page must be UTF-8 for Prometheus to take it."""
+    return text.encode("utf-8", errors="replace")
+
+
 def render_text(families: Iterable[Family]) -> bytes:
     out: list[str] = []
     for family in families:
         out.append(f"# HELP {family.name} {_escape_help(family.help)}\n")
         out.append(f"# TYPE {family.name} {family.type}\n")
         out.extend(_sample_line(family.name, labels, value) for labels, value in family.samples)
-    return "".join(out).encode()
+    return _encoded("".join(out))
 
 
 def render_openmetrics(families: Iterable[Family]) -> bytes:
@@ -74,7 +80,7 @@ def render_openmetrics(families: Iterable[Family]) -> bytes:
         out.append(f"# HELP {name} {_escape_help(family.help)}\n")
         out.extend(_sample_line(family.name, labels, value) for labels, value in family.samples)
     out.append("# EOF\n")
-    return "".join(out).encode()
+    return _encoded("".join(out))
 
 
 _TEXT_MEDIA = frozenset({"text/plain", "text/*", "*/*"})

@@ -58,3 +58,15 @@ def test_values_are_written_exactly(value: float, text: str) -> None:
     assert format_value(value) == text
     if not math.isnan(value):
         assert float(text) == value
+
+
+def test_a_lone_surrogate_in_a_label_or_help_text_costs_that_character_not_the_page() -> None:
+    # a pod label from the Kubernetes API's JSON ("\ud800") or a ConfigMap's help text can hold one
+    sample = ((("team", "ml\ud800"),), 5.0)
+    family = Family("DCGM_FI_DEV_GPU_UTIL", "gauge", "GPU utilization \udc80 (in %)", (sample,))
+    text = render_text([family]).decode("utf-8")  # strict: the page is valid UTF-8
+    [parsed] = parse_text(text)
+    assert parsed.documentation == "GPU utilization ? (in %)"
+    assert [(s.labels, s.value) for s in parsed.samples] == [({"team": "ml?"}, 5.0)]
+    [om] = parse_openmetrics(render_openmetrics([family]).decode("utf-8"))  # type: ignore[no-untyped-call]
+    assert om.samples[0].labels == {"team": "ml?"}
