@@ -67,7 +67,9 @@ async def _serve(settings: Settings, limits: connections.Limits) -> None:
         site = connections.BoundedSite(
             runner, settings.bind_address, settings.secure_port, ssl_context=ssl_context, limits=limits
         )
-        await site.start()
+        await connections.listen(
+            site, f"{settings.bind_address}:{settings.secure_port} (--bind-address, --secure-port)"
+        )
         # the long-lived objects made at start (modules, rules, caches) need no more collection passes; without
         # this, every full pass walks them while a large Prometheus answer is being decoded
         gc.freeze()
@@ -154,6 +156,9 @@ def main(argv: Sequence[str] | None = None, limits: connections.Limits | None = 
         if command == "explain":
             return event_loop.run(_explain(settings, target, as_json))
         event_loop.run(_serve(settings, limits or connections.Limits()))
+    except connections.ListenError as e:
+        print(f"gpuscale-adapter: {e}", file=sys.stderr)
+        return 2
     except ConfigError as e:
         log.error("%s", e)
         return 2

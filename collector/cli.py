@@ -199,6 +199,9 @@ def main(argv: Sequence[str] | None = None, limits: connections.Limits | None = 
         app.cleanup_ctx.append(_background(run))
     try:
         asyncio.run(_serve(app, settings, ssl_context, limits or connections.Limits()))
+    except connections.ListenError as e:
+        print(f"gpuscale-collector: error: {e}", file=sys.stderr)
+        sys.exit(2)
     finally:
         node.stop()
 
@@ -213,7 +216,7 @@ async def _serve(
     try:
         site = connections.BoundedSite(runner, settings.host or None, settings.port, ssl_context=ssl_context,
                                        limits=limits)  # fmt: skip
-        await site.start()
+        await connections.listen(site, f"{settings.host or '*'}:{settings.port} (-a, --address)")
         log.info("serving /metrics on %s://%s:%d", "https" if ssl_context else "http", settings.host or "*",
                  settings.port)  # fmt: skip
         stop = asyncio.Event()

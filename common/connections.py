@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import ssl
 from asyncio import sslproto
 from collections.abc import Callable
@@ -62,6 +63,20 @@ class Limits:
     header_timeout: float = HEADER_TIMEOUT
     idle_timeout: float = IDLE_TIMEOUT
     max_head_bytes: int = MAX_HEAD_BYTES
+
+
+class ListenError(Exception):
+    """The port cannot be opened: the message names the address and the flags that set it."""
+
+
+async def listen(site: web.BaseSite, address: str) -> None:
+    """``site.start()``; ``ListenError`` naming ``address`` (and its flags) when the port is taken or not allowed."""
+    try:
+        await site.start()
+    except OSError as e:
+        # asyncio's message repeats the address; the errno's own words say what is wrong
+        why = os.strerror(e.errno).lower() if e.errno else str(e)
+        raise ListenError(f"cannot listen on {address}: {why}") from e
 
 
 def runner(app: web.Application, limits: Limits, access_log: logging.Logger | None) -> web.AppRunner:

@@ -6,6 +6,7 @@ import asyncio
 import json
 import os
 import signal
+import socket
 import ssl
 import sys
 from collections.abc import AsyncIterator
@@ -183,6 +184,22 @@ async def test_bad_flags_exit_2_naming_the_problem(args: list[str], message: str
     rc, _, err = await run(sys.executable, "-m", "adapter", *args[:1], *url, *args[1:])
     assert rc == 2
     assert message in err
+
+
+async def test_a_port_in_use_is_one_line_naming_the_address_and_the_flags() -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        rc, _, err = await run(
+            sys.executable, "-m", "adapter", "--prometheus-url=http://127.0.0.1:9", "--insecure-serve-http",
+            "--insecure-disable-auth", "--bind-address=127.0.0.1", f"--secure-port={port}",
+        )  # fmt: skip
+    assert rc == 2
+    assert err.splitlines()[-1] == (
+        f"gpuscale-adapter: cannot listen on 127.0.0.1:{port} (--bind-address, --secure-port): address already in use"
+    )
+    assert "Traceback" not in err
 
 
 async def test_a_broken_rules_file_stops_the_start_naming_the_key(tmp_path: Path) -> None:

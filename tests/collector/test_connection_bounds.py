@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import socket
 import ssl
+import subprocess
+import sys
 import urllib.parse
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -15,7 +17,7 @@ from pathlib import Path
 import pytest
 import trustme
 
-from harness.node.collector_process import running_collector, scrape
+from harness.node.collector_process import ROOT, running_collector, scrape
 
 LONG_HEAD = b"GET /metrics HTTP/1.1\r\nHost: x\r\n" + b"".join(
     b"X-Fill-%d: %s\r\n" % (n, b"a" * 1000) for n in range(100)
@@ -106,3 +108,19 @@ def scrape_any(url: str, secure: bool) -> tuple[str, str]:
         head, _, body = answer(sock).partition(b"\r\n\r\n")
     assert head.startswith(b"HTTP/1.1 200"), head
     return body.decode(), ""
+
+
+def test_a_port_in_use_is_one_line_naming_the_address_and_the_flag(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = subprocess.run(
+            [sys.executable, "-m", "collector", "--simulate-gpus", "1", "-a", f"127.0.0.1:{port}"],
+            capture_output=True, text=True, timeout=60, cwd=ROOT,
+        )  # fmt: skip
+    assert done.returncode == 2
+    assert done.stderr.splitlines()[-1] == (
+        f"gpuscale-collector: error: cannot listen on 127.0.0.1:{port} (-a, --address): address already in use"
+    )
+    assert "Traceback" not in done.stderr
