@@ -29,6 +29,7 @@ from adapter.security.auth import DISABLED_WARNING
 from adapter.serving import event_loop, server_log
 from adapter.settings import Settings, parse_settings, usage
 from common import connections
+from common.flags import package_version
 
 log = logging.getLogger("adapter")
 
@@ -130,6 +131,9 @@ def main(argv: Sequence[str] | None = None, limits: connections.Limits | None = 
     if args and args[0] == PROMETHEUS_ADAPTER_BINARY:
         args.pop(0)  # prometheus-adapter's Helm chart names its binary as the first argument; Go ignores it
     command = args.pop(0) if args and args[0] in ("serve", "explain") else "serve"
+    if "--version" in args:  # -v is klog's verbosity here, as in prometheus-adapter
+        print(f"gpuscale-adapter version {package_version()}")
+        return 0
     if any(a in ("-h", "--help") for a in args):
         print(__doc__)
         print(usage())

@@ -13,7 +13,6 @@ import socket
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from importlib import metadata
 
 from collector.counters.configmap import ConfigMapRef, parse_configmap_ref
 from collector.pods.labels import Pattern, parse_allowlist
@@ -27,6 +26,7 @@ from common.flags import (
     integer,
     milliseconds,
     optional_text,
+    package_version,
     string_list,
 )
 
@@ -50,13 +50,6 @@ def remote_host(text: str) -> str:
         return text[1:end] if end + 1 == colon else text
     host = text[:colon]
     return text if ":" in host or "[" in host or "]" in host else host
-
-
-def _version() -> str:
-    try:
-        return metadata.version("gpuscale")
-    except metadata.PackageNotFoundError:  # run from a source tree that was never installed
-        return "unknown"
 
 
 _DCGM = "configures DCGM itself, which is not used: GPUs are read through NVML"
@@ -195,7 +188,7 @@ FLAGS = FlagTable(
              ignored="/debug/pprof serves Go runtime profiles and this collector is a Python program; profile it "
              "from outside with py-spy (py-spy dump --pid <pid>)"),
     ],
-    version=_version(),
+    version=package_version(),
 )  # fmt: skip
 
 

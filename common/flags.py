@@ -12,6 +12,7 @@ import argparse
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +38,14 @@ class Flag:
     @property
     def long(self) -> str:
         return next(n for n in self.names if n.startswith("--"))[2:]
+
+
+def package_version() -> str:
+    """The installed distribution's version, which each program's ``--version`` prints."""
+    try:
+        return metadata.version("gpuscale")
+    except metadata.PackageNotFoundError:  # run from a source tree that was never installed
+        return "unknown"
 
 
 def flag(*names: str, help: str, **options: Any) -> Flag:

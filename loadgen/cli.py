@@ -8,6 +8,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from common.flags import package_version
+
 from .duty_file import DutyFile
 from .errors import LoadError
 from .runner import LoadSpec, run_load
@@ -46,6 +48,7 @@ def spec_from(args: argparse.Namespace) -> LoadSpec:
 
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="gpuscale-load", description=__doc__)
+    parser.add_argument("--version", action="version", version=f"gpuscale-load version {package_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="run a load and print progress")
     add_load_arguments(run)
