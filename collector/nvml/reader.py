@@ -122,7 +122,8 @@ class NvmlReader:
                 log.error("GPU %d cannot be opened (%s); its series are left out", index, error_kind(nvml, e))
         self._devices = devices
         log.info(
-            "NVML started: driver %s, %d GPU(s): %s",
+            "%s: driver %s, %d GPU(s): %s",
+            "simulated NVML started (no GPU driver is used)" if getattr(nvml, "SIMULATED", False) else "NVML started",
             self.driver_version,
             len(devices),
             ", ".join(f"{d.info.index}={d.info.model} {d.info.uuid}" for d in devices) or "none",

@@ -134,6 +134,7 @@ class SimulatedNvml:
     """``pynvml``-shaped: module constants and errors pass through, calls answer from the load curve."""
 
     c_nvmlGpmMetricsGet_t = GpmMetricsRequest
+    SIMULATED = True  # what the reader's start-up line says it started: no driver is there
 
     def __init__(
         self,
