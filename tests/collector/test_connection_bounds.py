@@ -124,13 +124,3 @@ def test_a_port_in_use_is_one_line_naming_the_address_and_the_flag(tmp_path: Pat
         f"gpuscale-collector: error: cannot listen on 127.0.0.1:{port} (-a, --address): address already in use"
     )
     assert "Traceback" not in done.stderr
-
-
-def test_simulated_gpus_say_so_at_start_and_a_sigterm_says_it_stopped(tmp_path: Path) -> None:
-    log = tmp_path / "collector.log"
-    with running_collector("--simulate-gpus", "1", log=log):
-        pass  # stopped with SIGTERM on exit
-    said = log.read_text()
-    assert "simulated NVML started (no GPU driver is used): driver " in said
-    assert "INFO collector.nvml.reader: NVML started" not in said
-    assert said.rstrip().endswith("INFO collector: stopped")

@@ -5,6 +5,7 @@ import yaml
 
 from collector.errors import ConfigError
 from collector.simulation.spec import load_spec, parse_spec
+from harness.node.collector_process import running_collector
 
 SPEC = """
 gpus: 4
@@ -59,3 +60,13 @@ def test_bad_specs_name_what_is_wrong(text: str, message: str) -> None:
 def test_a_missing_spec_file(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="does not exist"):
         load_spec(str(tmp_path / "none.yaml"))
+
+
+def test_simulated_gpus_say_so_at_start_and_a_sigterm_says_it_stopped(tmp_path: Path) -> None:
+    log = tmp_path / "collector.log"
+    with running_collector("--simulate-gpus", "1", log=log):
+        pass  # stopped with SIGTERM on exit
+    said = log.read_text()
+    assert "simulated NVML started (no GPU driver is used): driver " in said
+    assert "INFO collector.nvml.reader: NVML started" not in said
+    assert said.rstrip().endswith("INFO collector: stopped")
