@@ -291,12 +291,12 @@ def render_text(report: ExplainReport) -> str:
     if "objects" in report:
         o = report["objects"]
         names = o["names"] if o["names"] is not None else []
-        lines.append(
-            f"objects: {o['count'] if o['count'] is not None else 'all'} from {o['source']}: {', '.join(names[:20])}"
-        )
+        listed = f": {', '.join(names[:20])}" if names else ""
+        lines.append(f"objects: {o['count'] if o['count'] is not None else 'all'} from {o['source']}{listed}")
     for q in report.get("queries", []):
         backend = f", backend {q['backend']}" if q["backend"] != DEFAULT else ""
-        lines.append(f"query ({q['rule']}{backend}, cache {q['cache']}): {q['promql']}")
+        cache = f", cache {q['cache']}" if q["cache"] else ""  # none when the query never got an answer
+        lines.append(f"query ({q['rule']}{backend}{cache}): {q['promql']}")
         if "error" in q:
             lines.append(f"  error: {q['error']}")
         lines.extend(f"  warning: {w}" for w in q.get("warnings", []))

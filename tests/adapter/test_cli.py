@@ -186,6 +186,18 @@ async def test_bad_flags_exit_2_naming_the_problem(args: list[str], message: str
     assert message in err
 
 
+async def test_explain_with_nothing_to_reach_says_so_without_python_values_or_dangling_colons() -> None:
+    rc, out, _ = await run(
+        sys.executable, "-m", "adapter", "explain", "--prometheus-url=http://127.0.0.1:9",
+        "/apis/custom.metrics.k8s.io/v1beta2/namespaces/ml/pods/*/gpu_utilization",
+    )  # fmt: skip
+    assert rc == 1  # the request's answer would be an error: Prometheus is not there
+    assert "objects: all from no Kubernetes API configured: every object Prometheus has a series for\n" in out
+    assert "None" not in out
+    assert [line for line in out.splitlines() if line.rstrip().endswith(":") and line.strip() != "why:"] == []
+    assert "query (built-in default rules: rules[1]): avg by (pod)" in out
+
+
 async def test_a_port_in_use_is_one_line_naming_the_address_and_the_flags() -> None:
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
