@@ -8,6 +8,7 @@ broken rule."""
 from __future__ import annotations
 
 import hashlib
+import io
 import logging
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
@@ -137,19 +138,34 @@ def _mapping(loader: _StrictLoader, node: yaml.MappingNode) -> dict[Any, Any]:
 _StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _mapping)
 
 
+# a YAML value's kind in the file's words, not Python's
+_KINDS = {dict: "a mapping", list: "a list", str: "a string", int: "a number", float: "a number", bool: "true or false"}
+
+
+def _kind(value: Any) -> str:
+    if value is None:
+        return "nothing"
+    shown = f" ({value!r})" if isinstance(value, str | int | float) and len(repr(value)) <= 40 else ""
+    return _KINDS.get(type(value), type(value).__name__) + shown
+
+
 def _check(value: Any, kind: type | tuple[type, ...], where: str) -> Any:
     if not isinstance(value, kind):
-        names = " or ".join(t.__name__ for t in (kind if isinstance(kind, tuple) else (kind,)))
-        raise ConfigError(f"{where}: expected {names}, got {type(value).__name__}")
+        kinds = kind if isinstance(kind, tuple) else (kind,)
+        names = " or ".join(dict.fromkeys(_KINDS.get(t, t.__name__) for t in kinds))
+        raise ConfigError(f"{where}: expected {names}, got {_kind(value)}")
     return value
 
 
 def _keys(value: Any, allowed: set[str], where: str) -> Mapping[str, Any]:
-    mapping = _check(value if value is not None else {}, dict, where)
+    if value is not None and not isinstance(value, dict):
+        keys = ", ".join(sorted(allowed))
+        raise ConfigError(f"{where}: expected a mapping (of {keys}), got {_kind(value)}")
+    mapping: Mapping[str, Any] = value if value is not None else {}
     for key in mapping:
         if key not in allowed:
             raise ConfigError(f"{where}: unknown key {key!r} (known keys: {', '.join(sorted(allowed))})")
-    return mapping  # type: ignore[no-any-return]
+    return mapping
 
 
 def _regex(text: Any, where: str) -> GoRegexp:
@@ -288,8 +304,10 @@ def _resource_rule(raw: Any, where: str) -> ResourceRule:
 
 def parse_rules(text: str, source: str) -> RuleSet:
     """Parse rules-file text; ``ConfigError`` names the file, the place and the problem."""
+    stream = io.StringIO(text)
+    stream.name = source  # PyYAML names the stream in its messages: the file, not "<unicode string>"
     try:
-        raw = yaml.load(text, Loader=_StrictLoader)
+        raw = yaml.load(stream, Loader=_StrictLoader)
     except yaml.YAMLError as e:
         raise ConfigError(f"{source}: not valid YAML: {e}") from e
     except ConfigError as e:

@@ -110,33 +110,38 @@ class Selector:
         return result
 
 
-def _tokens(text: str) -> Iterator[tuple[str, str]]:
-    """(kind, text) pairs: kind is "id", an operator, or one of "(),!"; ends with ("end", "")."""
+def _tokens(text: str) -> Iterator[tuple[str, str, int]]:
+    """(kind, text, where it starts): kind is "id", an operator, or one of "(),!"; ends with ("end", "", len)."""
     i, n = 0, len(text)
     while i < n:
         c = text[i]
         if c.isspace():
             i += 1
         elif text.startswith(("==", "!="), i):
-            yield text[i : i + 2], text[i : i + 2]
+            yield text[i : i + 2], text[i : i + 2], i
             i += 2
         elif c in _SPECIAL:
-            yield c, c
+            yield c, c, i
             i += 1
         else:
             start = i
             while i < n and not text[i].isspace() and text[i] not in _SPECIAL:
                 i += 1
             word = text[start:i]
-            yield ("in" if word == "in" else "notin" if word == "notin" else "id"), word
-    yield "end", ""
+            yield ("in" if word == "in" else "notin" if word == "notin" else "id"), word, start
+    yield "end", "", n
+
+
+_EXPECTED = {"id": "a label key or value", "end": "the end"}  # how an error names what should have come
 
 
 class _Parser:
     def __init__(self, text: str, what: str) -> None:
         self.text = text
         self.what = what
-        self.tokens = list(_tokens(text))
+        tokens = list(_tokens(text))
+        self.tokens = [(kind, word) for kind, word, _ in tokens]
+        self.starts = [start for _, _, start in tokens]
         self.pos = 0
 
     def fail(self, message: str) -> BadRequest:
@@ -148,8 +153,11 @@ class _Parser:
     def take(self, *kinds: str) -> str:
         kind, word = self.tokens[self.pos]
         if kind not in kinds:
-            shown = word or "end of string"
-            raise self.fail(f"found {shown!r}, expected: {' or '.join(kinds)}")
+            found = repr(word) if word else "the end"
+            expected = " or ".join(_EXPECTED.get(k, repr(k)) for k in kinds)
+            read = self.text[: self.starts[self.pos]].rstrip()
+            where = f"after {read!r}" if read else "at the start"
+            raise self.fail(f"found {found} {where}, expected {expected}")
         self.pos += 1
         return word
 

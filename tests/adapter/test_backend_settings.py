@@ -137,7 +137,7 @@ def test_each_rule_names_its_backend_and_a_rule_without_one_uses_the_default() -
 @pytest.mark.parametrize(
     ("key", "problem"),
     [
-        ("backend: 3", "cfg: rules[0].backend: expected str, got int"),
+        ("backend: 3", "cfg: rules[0].backend: expected a string, got a number (3)"),
         ("backend: ''", "cfg: rules[0].backend is empty"),
         ("backends: b", "cfg: rules[0]: unknown key 'backends' (known keys: backend, labelValueReplacements"),
     ],

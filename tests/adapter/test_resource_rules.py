@@ -110,7 +110,7 @@ def test_go_duration(seconds: float, shown: str) -> None:
         (("  window: 1m30s", "  storage: {}"), "resourceRules: unknown key 'storage'"),
         (
             ("containerLabel: container", "containerLabel: [container]"),
-            "resourceRules.cpu.containerLabel: expected str",
+            "resourceRules.cpu.containerLabel: expected a string",
         ),
         (("template: <<.Resource>>", "template: <<.Kind>>"), "resourceRules.memory.resources.template"),
     ],

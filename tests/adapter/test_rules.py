@@ -118,12 +118,16 @@ def test_full_prometheus_adapter_config_loads() -> None:
             "rules:\n- seriesQuery: up\n  resources: {template: '<<.Kind>>'}",
             "resources.template: can't evaluate field Kind",
         ),
-        ("rules:\n- seriesQuery: up\n  resources: {namespaced: maybe}", "resources.namespaced: expected bool"),
-        ("rules: {seriesQuery: up}", "cfg: rules: expected list"),
-        ("rules:\n- seriesQuery: 5", "rules[0].seriesQuery: expected str"),
+        (
+            "rules:\n- seriesQuery: up\n  resources: {namespaced: maybe}",
+            "resources.namespaced: expected true or false, got a string ('maybe')",
+        ),
+        ("rules: {seriesQuery: up}", "cfg: rules: expected a list, got a mapping"),
+        ("rules:\n- seriesQuery: 5", "rules[0].seriesQuery: expected a string, got a number (5)"),
         ("rules:\n- seriesQuery: up\n  seriesQuery: down", "duplicate key 'seriesQuery' at line 3"),
         ("rules: [", "not valid YAML"),
-        ("- a\n- b", "cfg: expected dict"),
+        ("- a\n- b", "cfg: expected a mapping (of externalRules, resourceRules, rules), got a list"),
+        ("just text", "cfg: expected a mapping (of externalRules, resourceRules, rules), got a string ('just text')"),
     ],
 )
 def test_config_errors_name_the_key_and_place(text: str, fragment: str) -> None:
@@ -204,3 +208,12 @@ def test_metrics_query_renders_with_the_template_args() -> None:
         )
     )
     assert text.strip() == 'sum(rate(http_requests_total{namespace="ml"}[1m])) by (service,namespace)'
+
+
+def test_a_yaml_error_names_the_file_and_the_line() -> None:
+    with pytest.raises(ConfigError) as raised:
+        parse_rules("rules:\n- seriesQuery: up\n   name: {as: x}\n", "/etc/adapter/config.yaml")
+    message = str(raised.value)
+    assert message.startswith("/etc/adapter/config.yaml: not valid YAML: ")
+    assert 'in "/etc/adapter/config.yaml", line 3, column' in message
+    assert "<unicode string>" not in message
