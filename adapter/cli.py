@@ -29,7 +29,7 @@ from adapter.security.auth import DISABLED_WARNING
 from adapter.serving import event_loop, server_log
 from adapter.settings import Settings, parse_settings, usage
 from common import connections
-from common.flags import package_version
+from common.flags import package_version, plain
 
 log = logging.getLogger("adapter")
 
@@ -45,6 +45,21 @@ def _logging(verbosity: int) -> None:
     server_log.install(tracebacks=verbosity >= 4)
 
 
+EXPLAIN_HELP = """usage: gpuscale-adapter explain [flags] [--json] PATH
+
+Explain one metrics request as the adapter would answer it: which rule matched, the PromQL sent to which backend,
+what came back, the objects the request covers, and why an item is missing. Exits 1 when the answer would be an
+error, 0 otherwise.
+
+arguments:
+  PATH      the request path as the HPA or kubectl asks it, quoted for the shell, for example
+            '/apis/custom.metrics.k8s.io/v1beta2/namespaces/ml/pods/*/gpu_utilization?labelSelector=app%3Dtrainer'
+            (the same path under /explain, as the HTTP endpoint takes it, works too)
+  --json    print the report as JSON instead of text
+  flags     the adapter's flags that say where the answer comes from: --prometheus-url (required), --config,
+            --lister-kubeconfig, --prometheus-backend, ... (every flag of gpuscale-adapter --help; those for serving,
+            TLS and authentication have no effect here)
+"""
 SWITCH_INTERVAL = 0.0005  # seconds a thread holds the GIL while another waits for it (Python's default: 0.005)
 
 
@@ -135,8 +150,7 @@ def main(argv: Sequence[str] | None = None, limits: connections.Limits | None = 
         print(f"gpuscale-adapter version {package_version()}")
         return 0
     if any(a in ("-h", "--help") for a in args):
-        print(__doc__)
-        print(usage())
+        print(EXPLAIN_HELP if command == "explain" else plain(__doc__) + "\n" + usage(), end="")
         return 0
     target = ""
     as_json = "--json" in args

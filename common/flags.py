@@ -40,6 +40,12 @@ class Flag:
         return next(n for n in self.names if n.startswith("--"))[2:]
 
 
+def plain(doc: str | None) -> str:
+    """A module docstring as help text: without the double backticks that mark code in it, which a terminal shows
+    as they are."""
+    return (doc or "").replace("``", "")
+
+
 def package_version() -> str:
     """The installed distribution's version, which each program's ``--version`` prints."""
     try:

@@ -24,6 +24,7 @@ from pathlib import Path
 
 import aiohttp
 
+from common.flags import plain
 from demo import chart, kubectl
 from demo.console import Console
 from demo.deployment import Deployment
@@ -228,7 +229,7 @@ async def run(seconds: float, target: float, simulate: bool, png: Path, html: Pa
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(prog="gpuscale-demo", description=__doc__,
+    parser = argparse.ArgumentParser(prog="gpuscale-demo", description=plain(__doc__),
                                      formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
     parser.add_argument("--seconds", type=float, default=SECONDS,
                         help=f"how long to run (default {SECONDS:g}); the work's script stretches with it")  # fmt: skip

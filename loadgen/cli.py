@@ -8,7 +8,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from common.flags import package_version
+from common.flags import package_version, plain
 
 from .duty_file import DutyFile
 from .errors import LoadError
@@ -47,7 +47,7 @@ def spec_from(args: argparse.Namespace) -> LoadSpec:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="gpuscale-load", description=__doc__)
+    parser = argparse.ArgumentParser(prog="gpuscale-load", description=plain(__doc__))
     parser.add_argument("--version", action="version", version=f"gpuscale-load version {package_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="run a load and print progress")
