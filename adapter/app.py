@@ -20,6 +20,7 @@ from adapter.components import COMPONENTS, components
 from adapter.freshness import DEFAULT_TIMING, Timing
 from adapter.http import handlers
 from adapter.http.health import STOPPING
+from adapter.naming.resources import RestMapping
 from adapter.security import auth
 from adapter.security.tls import ServingTLS
 from adapter.self_metrics import AdapterMetrics
@@ -62,6 +63,12 @@ async def _serving_ctx(app: web.Application) -> AsyncIterator[None]:
     await stop(tasks)
 
 
+def _mapping(app: web.Application) -> RestMapping | None:
+    """The REST mapping the answers resolve resources with, once the components are up."""
+    c = app.get(COMPONENTS)
+    return c.rest_mapper.mapping if c is not None else None
+
+
 def create_app(
     settings: Settings,
     *,
@@ -79,7 +86,7 @@ def create_app(
     reloaded when its files change; ``timing``: how long a background source may fail before ``/readyz`` does, and
     the longest wait between retries.
     """
-    guard = [] if settings.insecure_disable_auth else [auth.guard(settings.auth.always_allow_paths)]
+    guard = [] if settings.insecure_disable_auth else [auth.guard(settings.auth.always_allow_paths, _mapping)]
     app = web.Application(middlewares=[handlers.observe, *guard, *middlewares])
     app[SETTINGS] = settings
     app[METRICS] = metrics or AdapterMetrics()

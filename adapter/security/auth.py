@@ -13,7 +13,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 
 from aiohttp import web
@@ -22,13 +22,14 @@ from aiohttp.typedefs import Handler, Middleware
 from adapter.backends.auth_api import CONFIGMAP, AuthAPI, KubernetesAuthAPI
 from adapter.errors import AdapterError, AuthNotReady, ConfigError, Forbidden, ReviewError
 from adapter.freshness import DEFAULT_TIMING, Timing
+from adapter.naming.resources import RestMapping
 from adapter.security.auth_config import AuthenticationConfig, AuthSettings
 from adapter.security.auth_source import AuthConfigSource
 from adapter.security.authn import Authenticator, peer_certificate
 from adapter.security.authz import Authorizer, forbidden_message
 from adapter.security.flags import HEALTH_PATHS
 from adapter.security.identity import User
-from adapter.security.request_info import request_attributes
+from adapter.security.request_info import reviewed
 from adapter.security.tls import ServingTLS
 from adapter.security.token_review import TokenReviewer
 from adapter.self_metrics import AdapterMetrics
@@ -124,8 +125,12 @@ async def caller(request: web.Request) -> User | None:
         return None
 
 
-def guard(always_allowed: tuple[str, ...]) -> Middleware:
-    """The middleware: open paths pass untouched; anything else is authenticated, then authorized."""
+def guard(
+    always_allowed: tuple[str, ...], mapping: Callable[[web.Application], RestMapping | None] = lambda app: None
+) -> Middleware:
+    """The middleware: open paths pass untouched; anything else is authenticated, then authorized as
+    ``request_info.reviewed`` says, resources named through ``mapping`` (the REST mapping in force, None before it is
+    read)."""
 
     @web.middleware
     async def check(request: web.Request, handler: Handler) -> web.StreamResponse:
@@ -136,16 +141,16 @@ def guard(always_allowed: tuple[str, ...]) -> Middleware:
             raise AuthNotReady("authentication is starting")
         metrics = sec.authenticator.metrics
         user = await sec.authenticator.authenticate(request)
-        attrs = request_attributes(request.method, request.rel_url.raw_path)
-        try:
-            decision = await sec.authorizer.authorize(user, attrs)
-        except ReviewError:
-            metrics.authorizations.labels("error", "review").inc()
-            raise
-        metrics.authorizations.labels("allowed" if decision.allowed else "denied", decision.source).inc()
-        if not decision.allowed:
-            log.debug("%s %s: 403 for %s (%s)", request.method, request.path, user.name, decision.reason or "-")
-            raise Forbidden(forbidden_message(user, attrs, decision.reason))
+        for attrs in reviewed(request.method, request.rel_url.raw_path, mapping(request.app)):
+            try:
+                decision = await sec.authorizer.authorize(user, attrs)
+            except ReviewError:
+                metrics.authorizations.labels("error", "review").inc()
+                raise
+            metrics.authorizations.labels("allowed" if decision.allowed else "denied", decision.source).inc()
+            if not decision.allowed:
+                log.debug("%s %s: 403 for %s (%s)", request.method, request.path, user.name, decision.reason or "-")
+                raise Forbidden(forbidden_message(user, attrs, decision.reason))
         request[USER] = user
         return await handler(request)
 

@@ -9,15 +9,27 @@ named ``n1``; an external metric ``namespaces/ml/queue_depth`` has no name, so i
 else (``/apis``, ``/apis/{group}``, ``/apis/{group}/{version}``, ``/openapi/v2``, ``/metrics``) is a non-resource
 request: its path and the method's verb. Segments are percent-decoded one by one, as the handlers decode them, so
 the review describes exactly what would be served (``%2A`` is ``*``; an encoded ``/`` stays inside a name).
+
+``reviewed`` is what a request is authorized as. A custom-metrics resource is named as the answer resolves it through
+the REST mapping (``Pods``, ``pod`` and ``PODS`` are answered as ``pods``, so they are reviewed as ``pods``: an RBAC
+rule for ``pods`` is what they read). ``/explain/<request>`` reads that request's data, so it is reviewed as the
+request too, besides its own path: a caller may explain only what it may ask.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import urllib.parse
 from dataclasses import dataclass
 
+from adapter.naming.resources import GroupResource, RestMapping
+
 _VERBS = {"GET": "get", "HEAD": "get", "POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}
 _NAMESPACE_SUBRESOURCES = ("status", "finalize")
+CUSTOM_GROUP = (
+    "custom.metrics.k8s.io"  # the group whose resources are Kubernetes resources named any way the mapping knows
+)
+EXPLAIN = "/explain"
 
 
 @dataclass(frozen=True)
@@ -52,3 +64,22 @@ def request_attributes(method: str, raw_path: str) -> RequestAttributes:
     if verb == "get" and not name:
         verb = "list"
     return RequestAttributes(verb, path, True, group, version, namespace, resource, subresource, name)
+
+
+def reviewed(method: str, raw_path: str, mapping: RestMapping | None) -> list[RequestAttributes]:
+    """The attributes a request is authorized as (every one must be allowed): its own, the resource named as the
+    answer resolves it; for ``/explain/<request>``, the explained request's too."""
+    out = [_resolved(request_attributes(method, raw_path), mapping)]
+    if raw_path.startswith(EXPLAIN + "/apis/"):
+        out.append(_resolved(request_attributes(method, raw_path[len(EXPLAIN) :]), mapping))
+    return out
+
+
+def _resolved(attrs: RequestAttributes, mapping: RestMapping | None) -> RequestAttributes:
+    if mapping is None or not attrs.resource_request or attrs.group != CUSTOM_GROUP:
+        return attrs
+    if attrs.resource == "metrics" and attrs.namespace:
+        return attrs  # namespaces/{ns}/metrics/{metric}: the Namespace itself, not a resource named metrics
+    gr = GroupResource.parse(attrs.resource)
+    info = mapping.lookup(gr.resource, gr.group)
+    return attrs if info is None else dataclasses.replace(attrs, resource=str(info.group_resource))

@@ -2,7 +2,8 @@
 
 import pytest
 
-from adapter.security.request_info import RequestAttributes, request_attributes
+from adapter.naming.resources import BUILT_IN
+from adapter.security.request_info import RequestAttributes, request_attributes, reviewed
 
 CM = "/apis/custom.metrics.k8s.io/v1beta2"
 EM = "/apis/external.metrics.k8s.io/v1beta1"
@@ -72,3 +73,31 @@ def resource(
 )  # fmt: skip
 def test_attributes(method: str, raw: str, expected: RequestAttributes) -> None:
     assert request_attributes(method, raw) == expected
+
+
+CM_ML = "/apis/custom.metrics.k8s.io/v1beta2/namespaces/ml"
+
+
+@pytest.mark.parametrize(
+    ("segment", "resource"),
+    [("pods", "pods"), ("Pods", "pods"), ("pod", "pods"), ("PODS", "pods"), ("Pod", "pods"),
+     ("deployments.apps", "deployments.apps"), ("Deployment", "deployments.apps"), ("widgets", "widgets")],
+)  # fmt: skip
+def test_a_custom_metrics_resource_is_reviewed_as_the_mapping_resolves_it(segment: str, resource: str) -> None:
+    [attrs] = reviewed("GET", f"{CM_ML}/{segment}/%2A/gpu_utilization", BUILT_IN)
+    assert (attrs.resource, attrs.subresource, attrs.name) == (resource, "gpu_utilization", "*")  # unknown: as sent
+
+
+def test_the_namespace_form_and_other_groups_are_reviewed_as_sent() -> None:
+    [namespace] = reviewed("GET", f"{CM_ML}/metrics/gpu_utilization", BUILT_IN)
+    assert (namespace.resource, namespace.name) == ("metrics", "gpu_utilization")
+    [external] = reviewed("GET", "/apis/external.metrics.k8s.io/v1beta1/namespaces/ml/pods", BUILT_IN)
+    assert (external.verb, external.resource) == ("list", "pods")  # an external metric named pods, not the resource
+    [as_sent] = reviewed("GET", f"{CM_ML}/Pods/%2A/m", None)  # no mapping read yet
+    assert as_sent.resource == "Pods"
+
+
+def test_explain_is_reviewed_as_its_path_and_as_the_request_it_explains() -> None:
+    own, explained = reviewed("GET", f"/explain{CM_ML}/Pods/%2A/gpu_utilization", BUILT_IN)
+    assert (own.resource_request, own.path) == (False, f"/explain{CM_ML}/Pods/*/gpu_utilization")
+    assert (explained.namespace, explained.resource, explained.subresource) == ("ml", "pods", "gpu_utilization")

@@ -295,3 +295,37 @@ async def test_no_answer_log_line_or_metric_carries_a_token_or_a_key(
         for secret in secrets + key_lines:
             assert secret not in text
         assert "PRIVATE KEY" not in text
+
+
+async def test_explain_is_authorized_as_the_request_it_explains(
+    make_secure: MakeSecure, kube: FakeKubeAPIServer
+) -> None:
+    """A caller allowed /explain/* reads through it only what it may ask for itself."""
+    adapter = await make_secure(unauthorized_ttl=0.0, authorized_ttl=0.0)
+    kube.reviews.grant(user="stranger", paths=("/explain/*",))
+    r = await adapter.get("/explain" + HPA_REQUEST, token=STRANGER_TOKEN)
+    assert r.status == 403, r.text
+    assert r.body["message"].startswith('pods/gpu_utilization.custom.metrics.k8s.io "*" is forbidden: User "stranger"')
+    explained = kube.reviews.access_reviews[-1]["resourceAttributes"]
+    assert (explained["namespace"], explained["resource"], explained["subresource"]) == (
+        "ml",
+        "pods",
+        "gpu_utilization",
+    )
+    kube.reviews.grant(user="stranger", api_groups=("custom.metrics.k8s.io",), resources=("pods/*",), namespace="ml")
+    r = await adapter.get("/explain" + HPA_REQUEST, token=STRANGER_TOKEN)
+    assert r.status == 200, r.text
+    kube.reviews.grants = [g for g in kube.reviews.grants if g.paths != ("/explain/*",)]
+    r = await adapter.get("/explain" + HPA_REQUEST, token=STRANGER_TOKEN)
+    assert r.status == 403  # the explain endpoint itself still needs its own permission
+
+
+@pytest.mark.parametrize("spelling", ["Pods", "pod", "PODS", "Pod"])
+async def test_a_resource_spelt_otherwise_is_reviewed_as_the_resource_it_is_answered_as(
+    make_secure: MakeSecure, kube: FakeKubeAPIServer, spelling: str
+) -> None:
+    adapter = await make_secure(unauthorized_ttl=0.0)
+    kube.reviews.grant(user="stranger", api_groups=("custom.metrics.k8s.io",), resources=("pods/*",), namespace="ml")
+    r = await adapter.get(HPA_REQUEST.replace("/pods/", f"/{spelling}/"), token=STRANGER_TOKEN)
+    assert r.status == 200, r.text  # answered with pods' data, so reviewed as pods, as RBAC names them
+    assert kube.reviews.access_reviews[-1]["resourceAttributes"]["resource"] == "pods"
