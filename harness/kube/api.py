@@ -45,6 +45,12 @@ TOKEN = "fake-token"
 USER = "system:serviceaccount:gpuscale:gpuscale-collector"  # who TOKEN authenticates, as RBAC names it
 
 
+def is_true(value: str | None) -> bool:
+    """A boolean query parameter as kube-apiserver reads it (apimachinery's ``Convert_Slice_string_To_bool``):
+    true unless absent, empty, ``0`` or ``false`` in any case, so ``watch=True`` (kubernetes_asyncio's) watches."""
+    return value is not None and value != "" and value != "0" and value.lower() != "false"
+
+
 @dataclass
 class _Watch:
     resource: str
@@ -111,7 +117,8 @@ class FakeKubeAPIServer:
         self._record("DELETED", resource, obj)
 
     def compact(self) -> None:
-        """Forget all history: a watch from any version seen so far now gets 410 Gone."""
+        """Forget all history, as etcd's compaction at the current revision: a watch from an older version now gets
+        410 Gone (one from the current version goes on, as kube-apiserver's does)."""
         self.compacted = self.resource_version
         self.history.clear()
 
@@ -134,7 +141,7 @@ class FakeKubeAPIServer:
                 watch.queue.put_nowait({"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": rv}}})
 
     def count(self, path: str, watch: bool = False) -> int:
-        return sum(1 for p, q in self.requests if p == path and (q.get("watch") in ("true", "1")) == watch)
+        return sum(1 for p, q in self.requests if p == path and is_true(q.get("watch")) == watch)
 
     def kubeconfig(self, path: Path) -> Path:
         path.write_text(
@@ -276,7 +283,7 @@ class FakeKubeAPIServer:
         served = self.discovery.find(resource)
         if served is None or info["version"] not in served.versions or (namespace and not served.namespaced):
             return status_response(404, "NotFound", "the server could not find the requested resource")
-        if query.get("watch") in ("true", "1"):
+        if is_true(query.get("watch")):
             return await self._watch(request, resource, namespace, query)
         return self._list(resource, namespace, query)
 

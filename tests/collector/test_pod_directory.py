@@ -42,7 +42,9 @@ async def test_lists_then_watches_the_pods_of_its_node(api: FakeKubeAPIServer, t
         await until(lambda: directory.lookup("uid-c") == ("ml", "c"))
         api.delete("pods", "a", namespace="ml")
         await until(lambda: directory.lookup("uid-a") is None)
-        # the watch's version is compacted away and the stream ends: 410 Gone, then a fresh LIST
+        # the watch's version is compacted away and the stream ends: 410 Gone, then a fresh LIST. A write the
+        # watch does not show (another node's pod) moves the current version past the last one the watch saw
+        pod(api, "elsewhere-2", "node-b", "uid-e")
         api.compact()
         api.close_watches()
         pod(api, "d", "node-a", "uid-d")

@@ -93,6 +93,9 @@ async def test_the_pod_watch_keeps_uids_and_allowed_labels_current(api: FakeKube
         assert directory.pod("ml", "b") is None  # another node's pod
         pod("a", "uid-a", {"app.kubernetes.io/name": "trainer-v2"})  # relabelled: the watch brings it
         await until(lambda: directory.pod("ml", "a") == PodMeta("uid-a", (("app_kubernetes_io_name", "trainer-v2"),)))
+        # by a real watch (the client asks watch=True, which the API server takes), not by listing again
+        assert api.count("/api/v1/pods", watch=True) >= 1
+        assert api.count("/api/v1/pods") == 1
         api.delete("pods", "a", namespace="ml")
         await until(lambda: directory.pod("ml", "a") is None)
         assert directory.lookup("uid-a") is None
