@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import shutil
 import sys
 import tempfile
@@ -228,6 +229,22 @@ async def run(seconds: float, target: float, simulate: bool, png: Path, html: Pa
         shutil.rmtree(workdir, ignore_errors=True)
 
 
+def outputs_problem(png: Path, html: Path | None) -> str:
+    """What is wrong with the output paths, checked before the run; "" when both can be written as named."""
+    named = [("--png", png, (".png",))] + ([("--html", html, (".html", ".htm"))] if html is not None else [])
+    for flag, path, suffixes in named:
+        if path.suffix.lower() not in suffixes:
+            return f"{flag} {path}: the file would not be what its name says; give a name ending in {suffixes[0]}"
+        folder = path.parent
+        if not folder.is_dir():
+            return f"{flag} {path}: there is no directory {folder}"
+        if not os.access(folder, os.W_OK):
+            return f"{flag} {path}: the directory {folder} is not writable"
+        if path.is_dir():
+            return f"{flag} {path}: is a directory"
+    return ""
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(prog="gpuscale-demo", description=plain(__doc__),
                                      formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
@@ -241,6 +258,9 @@ def main() -> None:
     args = parser.parse_args()
     if args.seconds <= 0 or args.target <= 0:
         parser.error("--seconds and --target must be above 0")
+    problem = outputs_problem(args.png, args.html)
+    if problem:
+        parser.error(problem)  # before anything starts: a run is not lost at its end for a path that cannot be written
     simulate = args.simulate or not has_gpu()
     try:
         asyncio.run(run(args.seconds, args.target, simulate, args.png, args.html))

@@ -4,6 +4,7 @@ stand-in program where there is no GPU), the choice of free GPUs, the console an
 import asyncio
 import io
 import json
+import subprocess
 import sys
 import textwrap
 from pathlib import Path
@@ -19,6 +20,8 @@ from demo.kubectl import shorten
 from demo.node import MAX_REPLICAS, has_gpu, real_node
 from demo.stack import Pod
 from demo.workload import LoadScript, SimulatedWork, Workload, duty
+
+ROOT = Path(__file__).resolve().parents[2]
 
 GPUS = [Gpu(i, f"GPU-{i}") for i in range(3)]
 
@@ -177,3 +180,19 @@ def test_the_answer_is_shortened_to_its_first_item_and_the_others_names_and_valu
     )
     refusal = '{"kind":"Status","apiVersion":"v1","status":"Failure","message":"the server could not find the metric"}'
     assert shorten(refusal) == refusal
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["--png", "/no/such/dir/x.png"], "--png /no/such/dir/x.png: there is no directory /no/such/dir"),
+        (["--png", "picture.jpg"], "--png picture.jpg: the file would not be what its name says"),
+        (["--html", "/no/such/dir/page.html"], "--html /no/such/dir/page.html: there is no directory /no/such/dir"),
+        (["--html", "page.png"], "--html page.png: the file would not be what its name says"),
+    ],
+)
+def test_output_paths_are_checked_before_anything_starts(args: list[str], said: str) -> None:
+    done = subprocess.run([sys.executable, "-m", "demo", *args], capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert done.returncode == 2
+    assert done.stderr.splitlines()[-1].startswith(f"gpuscale-demo: error: {said}")
+    assert "starting the chain" not in done.stdout  # nothing ran: the run is not lost at its end
