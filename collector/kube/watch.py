@@ -18,6 +18,7 @@ from typing import Any
 
 from collector.kube import client as kube_client
 from common.list_watch import Restart, list_watch
+from common.log_limit import LogLimit, left_out
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +49,7 @@ class KubeWatch:
         self._replace = replace
         self._apply = apply
         self._consequence = consequence
+        self._log_limit = LogLimit(60.0)  # a failing API is retried with back-off: one line a minute says it
         self.synced = False
         self.errors: Counter[str] = Counter()
 
@@ -105,6 +107,9 @@ class KubeWatch:
 
     def _failed(self, kind: str, detail: str) -> None:
         self.errors[kind] += 1
-        log.warning(
-            "%s: Kubernetes API failed (%s: %s); %s until it answers", self.what, kind, detail, self._consequence
-        )
+        held = self._log_limit.allow(kind)
+        if held is not None:
+            log.warning(
+                "%s: Kubernetes API failed (%s: %s); %s until it answers%s",
+                self.what, kind, detail, self._consequence, left_out(held, self._log_limit.interval),
+            )  # fmt: skip

@@ -9,6 +9,7 @@ import pytest
 
 from collector.pods.directory import KubePodDirectory
 from harness.kube.api import FakeKubeAPIServer
+from harness.node.collector_process import running_collector
 
 
 @pytest.fixture
@@ -87,3 +88,16 @@ async def test_a_refused_list_is_counted_by_its_status(api: FakeKubeAPIServer, t
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await task
+
+
+def test_off_the_cluster_a_failing_api_is_said_once_a_minute_in_one_line(tmp_path: Path) -> None:
+    """-k with no Kubernetes API configured: one line of ours, not one a retry and the client library's beside it."""
+    log = tmp_path / "collector.log"
+    env = {"HOME": str(tmp_path), "KUBECONFIG": ""}  # and no KUBERNETES_SERVICE_HOST: not in a pod
+    with running_collector("--simulate-gpus", "1", "-k", "-c", "500", env=env, log=log, collections=10):
+        pass  # 5 s: the pod watch tried three times or more (back-off 1 s, 2 s, ...)
+    lines = log.read_text().splitlines()
+    failed = [line for line in lines if "pod directory: Kubernetes API failed" in line]
+    assert len(failed) == 1, lines
+    assert "not in a pod, no --kubeconfig, $KUBECONFIG unset and no ~/.kube/config" in failed[0]
+    assert not [line for line in lines if "kubernetes_asyncio" in line]
