@@ -27,10 +27,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-import trustme
-
 from bench.adapter_bench import machine
 from bench.connections_bench import raise_open_files
+from harness.node.web_config import tls_web_config
 from harness.stores.prometheus import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -41,14 +40,6 @@ def rss_mib(pid: int) -> float:
         if line.startswith("VmRSS:"):
             return int(line.split()[1]) / 1024
     raise RuntimeError(f"no VmRSS for {pid}")
-
-
-def web_config(work: Path) -> Path:
-    cert = trustme.CA().issue_cert("127.0.0.1")
-    cert.private_key_pem.write_to_path(work / "server.key")
-    cert.cert_chain_pems[0].write_to_path(work / "server.crt")
-    (work / "web.yml").write_text("tls_server_config:\n  cert_file: server.crt\n  key_file: server.key\n")
-    return work / "web.yml"
 
 
 def client_tls() -> ssl.SSLContext:
@@ -146,7 +137,7 @@ def main() -> None:
     counts = [int(c) for c in args.counts.split(",")]
     raise_open_files(2 * max(counts) + 256)
     work = Path(tempfile.mkdtemp(prefix="collector-connections-"))
-    config = web_config(work) if args.tls else None
+    config = tls_web_config(work) if args.tls else None
     print(f"Machine: {machine()}\n")
     print(
         f"Collector from {args.root.resolve()}, {'TLS' if args.tls else 'plain HTTP'}, heads of {args.head_kib} KiB\n"

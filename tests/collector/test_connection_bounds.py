@@ -15,9 +15,9 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-import trustme
 
 from harness.node.collector_process import ROOT, running_collector, scrape
+from harness.node.web_config import tls_web_config
 
 LONG_HEAD = b"GET /metrics HTTP/1.1\r\nHost: x\r\n" + b"".join(
     b"X-Fill-%d: %s\r\n" % (n, b"a" * 1000) for n in range(100)
@@ -55,11 +55,7 @@ def answer(sock: socket.socket) -> bytes:
 
 @pytest.fixture
 def web_config(tmp_path: Path) -> Path:
-    cert = trustme.CA().issue_cert("127.0.0.1")
-    cert.private_key_pem.write_to_path(tmp_path / "server.key")
-    cert.cert_chain_pems[0].write_to_path(tmp_path / "server.crt")
-    (tmp_path / "web.yml").write_text("tls_server_config:\n  cert_file: server.crt\n  key_file: server.key\n")
-    return tmp_path / "web.yml"
+    return tls_web_config(tmp_path)
 
 
 @pytest.fixture(params=["http", "https"])
