@@ -51,7 +51,10 @@ SECONDS = 75.0
 SCRIPT = LoadScript(((0, 0.5), (10, 2.7), (44, 0.5)))
 SYNC_PERIOD = 3.0  # the HPA controller's --horizontal-pod-autoscaler-sync-period is 15 s: too slow for 75 s
 SCALE_UP_WINDOW = 0.0  # Kubernetes' default
-SCALE_DOWN_WINDOW = 12.0  # Kubernetes' default is 300 s, which would not fit in 75 s
+SCALE_DOWN_WINDOW = 12.0  # Kubernetes' default is 300 s, which would not fit in 75 s; stretched with the run
+# The syncs (3 s), the values' lag (~2 s) and a new pod's first value do not stretch: below this the climb to 4 and
+# the way back may not both fit (at 30 s, with a window that did not stretch, the run ended before the scale-down)
+FULL_LOOP_SECONDS = 45.0
 
 
 def table_header(pods: Sequence[str], others: Sequence[str]) -> str:
@@ -201,8 +204,10 @@ async def run(seconds: float, target: float, simulate: bool, png: Path, html: Pa
     node: Node | None = None
     try:
         node = simulated_node(workdir) if simulate else real_node(workdir, seconds)
-        spec = HpaSpec(target, 1, len(node.gpus), scale_up_window=SCALE_UP_WINDOW, scale_down_window=SCALE_DOWN_WINDOW)
-        script = SCRIPT.stretched(seconds / SECONDS)
+        stretch = seconds / SECONDS
+        spec = HpaSpec(target, 1, len(node.gpus), scale_up_window=SCALE_UP_WINDOW,
+                       scale_down_window=SCALE_DOWN_WINDOW * stretch)  # fmt: skip
+        script = SCRIPT.stretched(stretch)
         console.print(
             f"starting the chain on {node.kind}: collector, Prometheus, adapter, Kubernetes stand-ins ({workdir})"
         )
@@ -248,8 +253,13 @@ def outputs_problem(png: Path, html: Path | None) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(prog="gpuscale-demo", description=plain(__doc__),
                                      formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
-    parser.add_argument("--seconds", type=float, default=SECONDS,
-                        help=f"how long to run (default {SECONDS:g}); the work's script stretches with it")  # fmt: skip
+    parser.add_argument(
+        "--seconds",
+        type=float,
+        default=SECONDS,
+        help=f"how long to run (default {SECONDS:g}); the work's script and the scale-down window "
+        f"stretch with it (below {FULL_LOOP_SECONDS:g} s the run may end before it scales down)",
+    )
     parser.add_argument("--target", type=float, default=70.0, help="the HPA's gpu_utilization target (default 70)")
     parser.add_argument("--simulate", action="store_true", help="simulated GPUs even when this machine has GPUs")
     parser.add_argument("--png", type=Path, default=Path("gpuscale-demo.png"),
@@ -258,6 +268,10 @@ def main() -> None:
     args = parser.parse_args()
     if args.seconds <= 0 or args.target <= 0:
         parser.error("--seconds and --target must be above 0")
+    if args.seconds < FULL_LOOP_SECONDS:
+        print(f"note: in {args.seconds:g} s the loop may end before it scales back down: the syncs every 3 s and the "
+              f"metrics' lag of about 2 s do not stretch with the run ({FULL_LOOP_SECONDS:g} s or more shows both)",
+              file=sys.stderr)  # fmt: skip
     problem = outputs_problem(args.png, args.html)
     if problem:
         parser.error(problem)  # before anything starts: a run is not lost at its end for a path that cannot be written
