@@ -217,6 +217,10 @@ async def run(seconds: float, target: float, simulate: bool, png: Path, html: Pa
                           f"Prometheus: {prometheus} ; collector: {stack.collector_url}/metrics\n")  # fmt: skip
             settings = settings_text(spec, script)
             console.print(settings + "\n")
+            if seconds < FULL_LOOP_SECONDS:
+                console.print(f"note: in {seconds:g} s the loop may end before it scales back down: the syncs every "
+                              f"3 s and the metrics' lag of about 2 s do not stretch with the run "
+                              f"({FULL_LOOP_SECONDS:g} s or more shows both)\n")  # fmt: skip
             if not simulate:
                 console.print(f"starting gpuscale-load on {len(node.gpus)} GPU(s), idle until a replica lands on one")
             await node.work.start()
@@ -268,10 +272,6 @@ def main() -> None:
     args = parser.parse_args()
     if args.seconds <= 0 or args.target <= 0:
         parser.error("--seconds and --target must be above 0")
-    if args.seconds < FULL_LOOP_SECONDS:
-        print(f"note: in {args.seconds:g} s the loop may end before it scales back down: the syncs every 3 s and the "
-              f"metrics' lag of about 2 s do not stretch with the run ({FULL_LOOP_SECONDS:g} s or more shows both)",
-              file=sys.stderr)  # fmt: skip
     problem = outputs_problem(args.png, args.html)
     if problem:
         parser.error(problem)  # before anything starts: a run is not lost at its end for a path that cannot be written
