@@ -40,6 +40,7 @@ from aiohttp import web
 from common import heads
 from common.heap import malloc_trim
 from common.log_limit import LogLimit, left_out
+from common.request_handler import handler_for
 
 log = logging.getLogger(__name__)
 
@@ -195,8 +196,8 @@ class BoundedSite(web.BaseSite):
 
         head_limits = (limits.header_timeout, limits.max_head_bytes, self._closed_early)
         if self._ssl_context is None:
-            return heads.Heads(server(), *head_limits, closed, opened=slot.opened, proven=proven)
-        http = heads.Heads(server(), *head_limits, proven=proven)
+            return heads.Heads(handler_for(server), *head_limits, closed, opened=slot.opened, proven=proven)
+        http = heads.Heads(handler_for(server), *head_limits, proven=proven)
         return _TLS(http, self._ssl_context, limits.handshake_timeout, closed, slot.opened)
 
     def _make_room(self) -> bool:
@@ -247,6 +248,8 @@ class BoundedSite(web.BaseSite):
             heads.SLOW: f"sent no complete request head within {self.limits.header_timeout:g}s",
             heads.LONG: f"sent a request head over {self.limits.max_head_bytes} bytes (answered 431)",
             heads.CHUNKED: "sent a chunked request body, which no path takes (answered 411)",
+            heads.MALFORMED: "sent a request line that is not HTTP/1.x's (answered 400)",
+            heads.VERSION: "asked for an HTTP version other than 1.0 or 1.1 (answered 505)",
         }[kind]
         log.warning(
             "closed a connection from %s that %s%s", _address(peer), why, left_out(held, self._log_limit.interval)

@@ -7,22 +7,49 @@ first and follows the requests' framing: a head ends at its first empty line, an
 follow it. A head not complete within ``timeout`` of its first byte (the first request's: of the connection) closes
 the connection without an answer, as Go's ``ReadHeaderTimeout`` does; one longer than ``max_bytes`` is answered 431
 and closed; a chunked body, which no path of this API takes and whose end only parsing it would tell, 411.
-Between requests aiohttp's keep-alive timer closes a connection left idle.
+The request line must name HTTP/1.0 or 1.1, as Go's server requires: aiohttp's parser takes a line without a version
+as HTTP/0.9 and answers any other version as if it were 1.1, so a line without one is answered 400 and another
+version 505 before aiohttp sees it. Between requests aiohttp's keep-alive timer closes a connection left idle.
 """
 
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import Callable
 from typing import Any
 
 SLOW = "slow"
 LONG = "long"
 CHUNKED = "chunked"
+MALFORMED = "malformed"
+VERSION = "version"
+# RFC 9112's request-line: a method token, a target without spaces or controls, HTTP/d.d
+_REQUEST_LINE = re.compile(rb"[!#$%&'*+\-.^_`|~0-9A-Za-z]+ [\x21-\x7e\x80-\xff]+ HTTP/(\d\.\d)\r?\n")
+_VERSIONS = (b"1.0", b"1.1")
+
+
+def _answer(status: str, text: str = "") -> bytes:
+    body = text.encode()
+    kind = b"Content-Type: text/plain; charset=utf-8\r\n" if body else b""
+    framing = f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode()
+    return f"HTTP/1.1 {status}\r\n".encode() + kind + framing + body
+
+
 _ANSWERS = {
-    LONG: b"HTTP/1.1 431 Request Header Fields Too Large\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
-    CHUNKED: b"HTTP/1.1 411 Length Required\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+    LONG: _answer("431 Request Header Fields Too Large"),
+    CHUNKED: _answer("411 Length Required"),
+    MALFORMED: _answer("400 Bad Request", "400 Bad Request: malformed request line\n"),
+    VERSION: _answer("505 HTTP Version Not Supported", "505 HTTP Version Not Supported: this server speaks HTTP/1.1\n"),
 }
+
+
+def request_line_refusal(line: bytes) -> str | None:
+    """None for a request line (with its line end) that names HTTP/1.0 or 1.1; else MALFORMED or VERSION."""
+    match = _REQUEST_LINE.fullmatch(line)
+    if match is None:
+        return MALFORMED
+    return None if match.group(1) in _VERSIONS else VERSION
 
 
 def head_end(buffer: bytes | bytearray, start: int = 0) -> int:
@@ -58,8 +85,8 @@ def body_length(head: bytes) -> int | None:
 
 class Heads(asyncio.Protocol):
     """Between the transport and aiohttp's ``handler`` (see the module); ``report`` hears of each connection closed
-    here, with its kind (SLOW, LONG, CHUNKED) and the client's address; ``opened`` of the transport, ``proven`` of
-    the first complete head (once), ``closed`` of the end."""
+    here, with its kind (SLOW, LONG, CHUNKED, MALFORMED, VERSION) and the client's address; ``opened`` of the
+    transport, ``proven`` of the first complete head (once), ``closed`` of the end."""
 
     def __init__(
         self,
@@ -82,6 +109,7 @@ class Heads(asyncio.Protocol):
         self._timer: asyncio.TimerHandle | None = None
         self._head = bytearray()
         self._body = 0
+        self._line_seen = False  # whether the current head's request line is complete (and was checked)
         self._refused = False
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -113,6 +141,13 @@ class Heads(asyncio.Protocol):
                 self._start_timer()  # a new head's first byte
             before = len(self._head)
             self._head += data[pos:]
+            if not self._line_seen:
+                line_end = self._head.find(b"\n", before)
+                if line_end >= 0:
+                    self._line_seen = True
+                    refusal = request_line_refusal(bytes(self._head[: line_end + 1]))
+                    if refusal is not None:
+                        return refusal
             end = head_end(self._head, max(0, before - 2))
             if end < 0:
                 return LONG if len(self._head) > self._max_bytes else None
@@ -121,6 +156,7 @@ class Heads(asyncio.Protocol):
             length = body_length(bytes(self._head[:end]))
             pos += end - before
             self._head = bytearray()
+            self._line_seen = False
             self._stop_timer()
             if length is None:
                 return CHUNKED

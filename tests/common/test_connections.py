@@ -164,6 +164,55 @@ async def test_a_chunked_body_is_answered_411_and_closed(tmp_path: Path) -> None
         writer.close()
 
 
+@pytest.mark.parametrize(
+    ("line", "status"),
+    [
+        (b"GET /\r\n", b"HTTP/1.1 400 "),  # what aiohttp took for HTTP/0.9 and answered
+        (b"GET / HTTP/0.9\r\n", b"HTTP/1.1 505 "),
+        (b"GET / HTTP/2.0\r\n", b"HTTP/1.1 505 "),
+        (b"GET  / HTTP/1.1\r\n", b"HTTP/1.1 400 "),
+        (b"GET / HTTP/1.1 \r\n", b"HTTP/1.1 400 "),
+    ],
+)
+async def test_a_request_line_without_http_1_is_refused_before_it_is_parsed(
+    tmp_path: Path, line: bytes, status: bytes
+) -> None:
+    async with serve(tmp_path, Limits(), tls=False) as served:
+        reader, writer = await served.connect()
+        writer.write(line + b"Host: a\r\n\r\n")
+        assert (await asyncio.wait_for(reader.read(), 10)).startswith(status)
+        writer.close()
+
+
+async def test_http_1_0_is_still_answered(tmp_path: Path) -> None:
+    async with serve(tmp_path, Limits(), tls=False) as served:
+        reader, writer = await served.connect()
+        writer.write(b"GET / HTTP/1.0\r\n\r\n")
+        assert (await asyncio.wait_for(reader.read(), 10)).startswith(b"HTTP/1.0 200 OK")
+        writer.close()
+
+
+@pytest.mark.parametrize(
+    ("header", "reason"),
+    [
+        (b"Authorization: Bearer secret\x01token", b"Invalid header value char"),
+        (b"Bad Name: Bearer secret", b"Invalid header token"),
+    ],
+)
+async def test_a_head_the_parser_refuses_is_answered_400_without_quoting_it(
+    tmp_path: Path, header: bytes, reason: bytes, caplog: pytest.LogCaptureFixture
+) -> None:
+    async with serve(tmp_path, Limits()) as served:
+        reader, writer = await served.connect()
+        writer.write(b"GET / HTTP/1.1\r\nHost: a\r\n" + header + b"\r\nX-Token: secret\r\n\r\n")
+        answer_ = await asyncio.wait_for(reader.read(), 10)
+        writer.close()
+    assert answer_.startswith(b"HTTP/1.0 400 Bad Request\r\n")
+    assert answer_.endswith(b"\r\n\r\n400 Bad Request: " + reason + b"\n")
+    assert b"secret" not in answer_
+    assert not [r for r in caplog.records if r.exc_info], "a client's mistake is no traceback"
+
+
 async def test_an_idle_keep_alive_connection_is_closed_after_the_idle_timeout(tmp_path: Path) -> None:
     async with serve(tmp_path, Limits(idle_timeout=1)) as served:
         reader, writer = await served.connect()
