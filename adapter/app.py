@@ -1,5 +1,5 @@
 """The app factory: ``create_app(settings)`` wires the components; ``cleanup_ctx`` owns sessions and background tasks
-(each run by ``supervisor.py``, so none stops unseen).
+(each run by ``common/supervisor.py``, so none stops unseen).
 
 Middlewares run outermost first: ``observe`` (latency, errors → Status) wraps everything, then ``auth.guard``
 (authentication and authorization, unless ``--insecure-disable-auth``), so refusals are measured and rendered as
@@ -17,7 +17,6 @@ from aiohttp.typedefs import Middleware
 from adapter.backends.auth_api import AuthAPI
 from adapter.backends.kube_api import KubeMetadataAPI
 from adapter.components import COMPONENTS, components
-from adapter.freshness import DEFAULT_TIMING, Timing
 from adapter.http import handlers
 from adapter.http.health import STOPPING
 from adapter.naming.resources import RestMapping
@@ -25,7 +24,8 @@ from adapter.security import auth
 from adapter.security.tls import ServingTLS
 from adapter.self_metrics import AdapterMetrics
 from adapter.settings import Settings
-from adapter.supervisor import polled, start, stop
+from common.freshness import DEFAULT_TIMING, Timing
+from common.supervisor import polled, start, stop
 
 SETTINGS = web.AppKey("settings", Settings)
 METRICS = web.AppKey("metrics", AdapterMetrics)

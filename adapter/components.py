@@ -1,5 +1,5 @@
 """The assembled adapter: every component, built from settings, with the background work it needs (each task run by
-``supervisor.py``)."""
+``common/supervisor.py``)."""
 
 from __future__ import annotations
 
@@ -28,15 +28,15 @@ from adapter.backends.prometheus import (
 from adapter.backends.prometheus_backends import Backends, backend_config
 from adapter.backends.rest_mapper import RestMapper
 from adapter.config.rules_file import RulesFile
-from adapter.freshness import DEFAULT_TIMING, Timing
 from adapter.provider.discovery import Discovery
 from adapter.provider.provider import Provider
 from adapter.provider.resource_metrics import ResourceMetrics
 from adapter.self_metrics import AdapterMetrics
 from adapter.settings import Settings
 from adapter.single_flight import SingleFlightCache
-from adapter.supervisor import Work, polled, start
+from common.freshness import DEFAULT_TIMING, Timing
 from common.heap import malloc_trim
+from common.supervisor import Work, polled, start
 
 log = logging.getLogger(__name__)
 

@@ -8,20 +8,28 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-from adapter.freshness import Sources
+from common.freshness import Sources
 
 PREFIX = "gpuscale_adapter"
+# Checks whose stale sources are reported (/readyz?verbose, /metrics, the log) without failing /readyz. Discovery is
+# stale when Prometheus is down; every replica sees that alike, and failing readiness would only take the APIService
+# away, which Kubernetes turns into a cluster-wide discovery failure (stuck namespace deletion, kubectl errors),
+# while the last good catalog keeps answering and each request reports Prometheus's state itself.
+ADVISORY_CHECKS = frozenset({"discovery"})
 _LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 
 
 class AdapterMetrics:
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry or CollectorRegistry(auto_describe=True)
-        self.sources = Sources(PREFIX)
+        self.sources = Sources(PREFIX, "/readyz", ADVISORY_CHECKS)
         self.registry.register(self.sources)
         self._serving(self.registry)
         self._backends(self.registry)
         self._security(self.registry)
+
+    def restarted(self, task: str) -> None:
+        self.background_restarts.labels(task).inc()
 
     def _serving(self, r: CollectorRegistry) -> None:
         """Requests, their answers and the value cache."""

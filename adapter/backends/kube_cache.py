@@ -4,7 +4,7 @@ The HPA averages every item a wildcard request returns, so the adapter must know
 ``labelSelector``. Until a resource's first LIST has finished, requests do a live LIST with the selector (answered by
 the API server); after that they are answered from memory. A watch that ends is resumed from the last
 resourceVersion; one whose version is gone (410) starts over with a LIST, while the old objects keep being served
-(the loop is ``common/list_watch.py``). Each resource is a source (``freshness.py``): a LIST that works keeps it
+(the loop is ``common/list_watch.py``). Each resource is a source (``common/freshness.py``): a LIST that works keeps it
 fresh, a failure starts its clock, and ``/readyz`` fails while its objects have been failing for over a minute.
 """
 
@@ -21,11 +21,11 @@ from cachetools import LRUCache
 
 from adapter.backends.kube_api import KubeMetadataAPI, ObjectMeta
 from adapter.errors import KubernetesError, ResourceExpired
-from adapter.freshness import DEFAULT_TIMING, STALE_AFTER_SECONDS, Timing
 from adapter.naming import resources
 from adapter.naming.resources import GroupResource, ResourceInfo
 from adapter.query.selectors import Selector
 from adapter.self_metrics import AdapterMetrics
+from common.freshness import DEFAULT_TIMING, STALE_AFTER_SECONDS, Timing
 from common.list_watch import Restart, list_watch
 
 log = logging.getLogger(__name__)

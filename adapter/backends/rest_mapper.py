@@ -10,7 +10,7 @@ mapping in force; a group version that cannot be read keeps its resources from t
 discovery first answers, and when no Kubernetes API is configured, the mapping is the built-in one
 (``naming/resources.py``).
 
-The refresh is the source ``discovery/api-resources`` (``freshness.py``), reported under ``/readyz``'s discovery
+The refresh is the source ``discovery/api-resources`` (``common/freshness.py``), reported under ``/readyz``'s discovery
 check without failing it: the mapping in force keeps answering.
 """
 
@@ -23,9 +23,9 @@ from collections.abc import Callable
 
 from adapter.backends.api_resources import ResourceDiscoveryAPI
 from adapter.errors import KubernetesError
-from adapter.freshness import DEFAULT_TIMING, Timing
 from adapter.naming.resources import BUILT_IN, GroupResource, ResourceInfo, RestMapping
 from adapter.self_metrics import AdapterMetrics
+from common.freshness import DEFAULT_TIMING, Timing
 
 log = logging.getLogger(__name__)
 

@@ -3,11 +3,11 @@ checks what the answers depend on.
 
 ``/readyz`` has one line per check: ``discovery`` (API discovery has been read and a relist has run; a failed or
 stale relist, an empty catalog, stale API discovery or a stale rules-file check are reported but do not fail it, see
-``freshness.ADVISORY_CHECKS``), ``object-cache`` (pods, namespaces and nodes listed and
+``self_metrics.ADVISORY_CHECKS``), ``object-cache`` (pods, namespaces and nodes listed and
 not stale), ``authentication`` (the configuration loaded; the ConfigMap and the CA-file checks not stale),
 ``shutdown`` (from the first SIGTERM on, while the adapter still serves for ``--shutdown-delay-duration``, a check
 that fails, as in Kubernetes' API servers), and one per other background source, such as ``serving-certificate``
-(``freshness.py`` says when a source is stale). The endpoints are open to everyone, since probes carry no
+(``common/freshness.py`` says when a source is stale). The endpoints are open to everyone, since probes carry no
 credentials, so a failed check says why only to a caller that authenticates (or to everyone with
 ``--insecure-disable-auth``); anyone else reads ``reason withheld``, as kube-apiserver answers: a backend's error
 text can quote a request or name an internal address.
@@ -75,7 +75,7 @@ def checks(c: Components, security: Security | None, stopping: bool = False) -> 
     found = [_discovery(c), _object_cache(c), _authentication(c, security)]
     found += [Check("shutdown", False, "the adapter is shutting down")] if stopping else []
     problems: dict[str, list[str]] = {}
-    notes: dict[str, list[str]] = {}  # stale sources of advisory checks (freshness.ADVISORY_CHECKS)
+    notes: dict[str, list[str]] = {}  # stale sources of advisory checks (self_metrics.ADVISORY_CHECKS)
     for source in c.metrics.sources:
         problem = source.problem()
         (problems if source.gates_readiness else notes).setdefault(source.check, []).extend(

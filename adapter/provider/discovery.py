@@ -14,7 +14,7 @@ changes (a CRD installed, a refresh after a request for an unknown resource), th
 last relist's findings, without asking Prometheus. A failed relist keeps the last good findings (of a backend that
 failed, when others answered). Rules that pin their
 series and resources (the built-in GPU rules do) are in the catalog before the first relist and stay there when
-Prometheus has none of their series yet. The relist is a source (``freshness.py``), reported but never failing
+Prometheus has none of their series yet. The relist is a source (``common/freshness.py``), reported but never failing
 ``/readyz``.
 """
 
@@ -34,10 +34,10 @@ from adapter.backends.prometheus_backends import Backends
 from adapter.config.rules import Rule, RuleSet
 from adapter.config.rules_file import RulesFile
 from adapter.errors import PrometheusError
-from adapter.freshness import DEFAULT_TIMING, Timing
 from adapter.naming.resources import BUILT_IN, GroupResource, ResourceInfo, RestMapping
 from adapter.provider.relist import Listed, list_series
 from adapter.self_metrics import AdapterMetrics
+from common.freshness import DEFAULT_TIMING, Timing
 
 log = logging.getLogger(__name__)
 

@@ -21,7 +21,6 @@ from aiohttp.typedefs import Handler, Middleware
 
 from adapter.backends.auth_api import CONFIGMAP, AuthAPI, KubernetesAuthAPI
 from adapter.errors import AdapterError, AuthNotReady, ConfigError, Forbidden, ReviewError
-from adapter.freshness import DEFAULT_TIMING, Timing
 from adapter.naming.resources import RestMapping
 from adapter.security.auth_config import AuthenticationConfig, AuthSettings
 from adapter.security.auth_source import AuthConfigSource
@@ -33,7 +32,8 @@ from adapter.security.request_info import reviewed
 from adapter.security.tls import ServingTLS
 from adapter.security.token_review import TokenReviewer
 from adapter.self_metrics import AdapterMetrics
-from adapter.supervisor import Work
+from common.freshness import DEFAULT_TIMING, Timing
+from common.supervisor import Work
 
 log = logging.getLogger(__name__)
 

@@ -6,9 +6,9 @@ Until the ConfigMap has been read (when it is needed), nothing is authenticated:
 says why. A change that does not parse keeps the configuration in force, and is logged and counted. Every change
 that does parse is handed to ``on_change`` (the TLS handshake's trusted CAs follow it).
 
-The ConfigMap and the CA files are sources (``freshness.py``): once either has been failing (the ConfigMap cannot be
-read, the file checks stopped) for longer than its bound, ``/readyz`` fails and ``..._auth_config_loaded`` is 0, since
-a CA removed meanwhile would still be trusted.
+The ConfigMap and the CA files are sources (``common/freshness.py``): once either has been failing (the ConfigMap
+cannot be read, the file checks stopped) for longer than its bound, ``/readyz`` fails and ``..._auth_config_loaded``
+is 0, since a CA removed meanwhile would still be trusted.
 """
 
 from __future__ import annotations
@@ -20,11 +20,11 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 
 from adapter.backends.auth_api import CONFIGMAP, AuthAPI, ConfigMapState
 from adapter.errors import ConfigError, ResourceExpired
-from adapter.freshness import DEFAULT_TIMING, Timing
 from adapter.security.auth_config import AuthenticationConfig, AuthSettings, build_config
 from adapter.self_metrics import AdapterMetrics
-from adapter.supervisor import Work, polled
+from common.freshness import DEFAULT_TIMING, Timing
 from common.list_watch import Restart, list_watch
+from common.supervisor import Work, polled
 from common.watched_file import WatchedFiles
 
 log = logging.getLogger(__name__)

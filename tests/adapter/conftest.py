@@ -10,10 +10,10 @@ from aiohttp.test_utils import TestClient, TestServer
 
 from adapter.app import create_app
 from adapter.backends.auth_api import AuthAPI
-from adapter.freshness import DEFAULT_TIMING, Timing
 from adapter.security import tls
 from adapter.security.auth_config import AuthSettings
 from adapter.settings import Settings
+from common.freshness import DEFAULT_TIMING, Timing
 from harness.adapter.in_process import Adapter, MakeSecure, populate, settings_for
 from harness.kube.api import FakeKubeAPIServer
 from harness.kube.cluster import Cluster, SecureAdapter, grant_cluster_roles

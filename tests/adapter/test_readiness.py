@@ -13,10 +13,10 @@ import pytest
 from adapter.backends.prometheus import QueryResult
 from adapter.backends.prometheus_answer import SeriesShapes
 from adapter.components import components
-from adapter.freshness import Timing
 from adapter.http import health
 from adapter.self_metrics import AdapterMetrics
-from adapter.supervisor import stop
+from common.freshness import Timing
+from common.supervisor import stop
 from harness.adapter.in_process import Adapter, MakeSecure, settings_for
 from harness.kube.api import FakeKubeAPIServer
 from harness.kube.cluster import AGGREGATOR, HPA_TOKEN, STRANGER_TOKEN, Cluster, SecureAdapter
@@ -47,7 +47,7 @@ async def break_watch(kube: FakeKubeAPIServer, resource: str) -> None:
 async def test_readyz_fails_while_the_configmap_cannot_be_read_and_passes_after(
     make_secure: MakeSecure, kube: FakeKubeAPIServer, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.INFO, "adapter.freshness")
+    caplog.set_level(logging.INFO, "common.freshness")
     adapter = await make_secure(timing=SHORT)
     assert adapter.sample("gpuscale_adapter_auth_config_loaded") == 1
     await break_watch(kube, "configmaps")
@@ -75,7 +75,7 @@ async def test_readyz_fails_while_the_pod_cache_cannot_list_and_passes_after(
     tmp_path: Path,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    caplog.set_level(logging.INFO, "adapter.freshness")
+    caplog.set_level(logging.INFO, "common.freshness")
     adapter = await make_adapter(settings_for(prometheus.url, kube.kubeconfig(tmp_path / "kubeconfig")), SHORT)
     await break_watch(kube, "pods")
     await ready(adapter, 503)

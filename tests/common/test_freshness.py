@@ -1,4 +1,4 @@
-"""How fresh a background source is (adapter/freshness.py): failing since when, stale past its bound, metrics."""
+"""How fresh a background source is (common/freshness.py): failing since when, stale past its bound, metrics."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import logging
 
 import pytest
 
-from adapter.freshness import Timing
 from adapter.self_metrics import AdapterMetrics
+from common.freshness import Timing
 
 
 class Clock:
@@ -19,7 +19,7 @@ class Clock:
 
 
 def test_failing_counts_from_the_first_failure_until_a_success(caplog: pytest.LogCaptureFixture) -> None:
-    caplog.set_level(logging.INFO, "adapter.freshness")
+    caplog.set_level(logging.INFO, "common.freshness")
     metrics, clock = AdapterMetrics(), Clock()
     source = metrics.sources.add("authentication/configmap", 60.0, clock)
     assert source.check == "authentication"

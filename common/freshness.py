@@ -1,11 +1,12 @@
-"""How fresh each background source's data is: what ``/readyz`` and ``/metrics`` report about the adapter's copies.
+"""How fresh each background source's data is: what a program's readiness probe and ``/metrics`` report about it.
 
-A source is something kept current in the background: the discovery relist, API discovery (the REST mapping), each
-resource of the object cache, the authentication ConfigMap, each set of watched files. It reports ``succeeded()`` (a
-LIST, relist, read or look at its files that worked) and ``failed(why)``; the first failure after a success starts
-the clock, the next success stops it. A source that has been failing for longer than its bound is *stale*:
-``/readyz`` fails while it is, and one line is logged when it becomes stale and one when it recovers. An open, quiet
-watch is not failing: no news is not a failure.
+A source is something kept current in the background: in the adapter the discovery relist, API discovery (the REST
+mapping), each resource of the object cache, the authentication ConfigMap, each set of watched files; in the collector
+the pods of its node, the counters ConfigMap, the GPUs bound to the driver. It reports ``succeeded()`` (a LIST,
+relist, read or look that worked) and ``failed(why)``; the first failure after a success starts the clock, the next
+success stops it. A source that has been failing for longer than its bound is *stale*: the probe (the adapter's
+``/readyz``, the collector's ``/health``) fails while it is, unless the source's check is advisory, and one line is
+logged when it becomes stale and one when it recovers. An open, quiet watch is not failing: no news is not a failure.
 
 The bounds (``Timing``): 60 s for watches and file checks, whose retries back off to at most 30 s, so that a few
 failed attempts in a row, not one unlucky one, make a source stale; max(60 s, twice its interval) for what is
@@ -26,11 +27,6 @@ log = logging.getLogger(__name__)
 
 STALE_AFTER_SECONDS = 60.0
 MAX_BACKOFF_SECONDS = 30.0
-# Checks whose stale sources are reported (/readyz?verbose, /metrics, the log) without failing /readyz. Discovery is
-# stale when Prometheus is down; every replica sees that alike, and failing readiness would only take the APIService
-# away, which Kubernetes turns into a cluster-wide discovery failure (stuck namespace deletion, kubectl errors),
-# while the last good catalog keeps answering and each request reports Prometheus's state itself.
-ADVISORY_CHECKS = frozenset({"discovery"})
 
 
 @dataclass(frozen=True)
@@ -51,10 +47,19 @@ DEFAULT_TIMING = Timing()
 class Freshness:
     """One source: when it last succeeded, and since when it has been failing (None: it is not)."""
 
-    def __init__(self, name: str, bound: float, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        name: str,
+        bound: float,
+        clock: Callable[[], float] = time.monotonic,
+        gates_readiness: bool = True,
+        probe: str = "/readyz",
+    ) -> None:
+        """``probe``: the path that fails while the source is stale, named in the log (unless it is advisory)."""
         self.name = name
-        self.check = name.partition("/")[0]  # the /readyz line it belongs to: "object-cache" for "object-cache/pods"
-        self.gates_readiness = self.check not in ADVISORY_CHECKS
+        self.check = name.partition("/")[0]  # the probe's line it belongs to: "object-cache" for "object-cache/pods"
+        self.gates_readiness = gates_readiness
+        self.probe = probe
         self.bound = bound
         self.clock = clock
         self.last_success: float | None = None  # wall-clock time, for /metrics
@@ -81,7 +86,9 @@ class Freshness:
             return False
         if not self._announced:
             self._announced = True
-            effect = "/readyz fails until it recovers" if self.gates_readiness else "the last good data stays in use"
+            effect = (
+                f"{self.probe} fails until it recovers" if self.gates_readiness else "the last good data stays in use"
+            )
             log.warning("%s; %s", self._describe(self.failing_since), effect)
         return True
 
@@ -96,15 +103,19 @@ class Freshness:
 
 
 class Sources(Collector):
-    """Every source of one adapter, by name; at each scrape, when each last succeeded and whether it is stale."""
+    """Every source of one program, by name; at each scrape, when each last succeeded and whether it is stale."""
 
-    def __init__(self, prefix: str) -> None:
+    def __init__(self, prefix: str, probe: str, advisory: frozenset[str] = frozenset()) -> None:
+        """``probe``: the path that stale sources fail; ``advisory``: the checks whose stale sources it reports
+        without failing."""
         self.prefix = prefix
+        self.probe = probe
+        self.advisory = advisory
         self._by_name: dict[str, Freshness] = {}
 
     def add(self, name: str, bound: float, clock: Callable[[], float] = time.monotonic) -> Freshness:
         """A new source (replacing one of the same name: a component built again)."""
-        source = Freshness(name, bound, clock)
+        source = Freshness(name, bound, clock, name.partition("/")[0] not in self.advisory, self.probe)
         self._by_name[name] = source
         return source
 
@@ -120,7 +131,8 @@ class Sources(Collector):
         )
         stale = GaugeMetricFamily(
             f"{self.prefix}_source_stale",
-            "1 while a background source has been failing for longer than its bound (then /readyz fails), else 0.",
+            f"1 while a background source has been failing for longer than its bound (then {self.probe} fails, unless "
+            "its check is advisory), else 0.",
             labels=["source"],
         )
         for source in self:

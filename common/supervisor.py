@@ -1,10 +1,12 @@
-"""The adapter's background tasks, each run under ``supervise`` so that none of them can stop unseen.
+"""Both programs' background work, each run under ``supervise`` (a task) or ``guarded`` (a thread's step) so that
+none of it can stop unseen.
 
 The loops inside already survive the failures they expect (``common/list_watch.py``, a failed relist, a file that
 does not parse); this is the net under them. A task that ends for any reason but its own cancellation (an exception
-nobody expected, a return, a ``CancelledError`` from inside) is logged in one line (with its traceback at ``-v=4``),
-counted, marks its source as failing (``freshness.py``: ``/readyz`` fails if that lasts), and is started again after
-a back-off: 1 s doubling to ``max_backoff``, back to 1 s after a run that lasted ``HEALTHY_RUN_SECONDS``.
+nobody expected, a return, a ``CancelledError`` from inside) is logged in one line (with its traceback when debug
+logging is on), counted, marks its source as failing (``freshness.py``: the readiness probe fails if that lasts), and
+is started again after a back-off: 1 s doubling to ``max_backoff``, back to 1 s after a run that lasted
+``HEALTHY_RUN_SECONDS``. A thread's step that raises is logged and counted the same way, and its loop goes on.
 """
 
 from __future__ import annotations
@@ -15,14 +17,25 @@ import random
 import time
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
+from typing import Protocol, TypeVar
 
-from adapter.freshness import Freshness, Timing
-from adapter.self_metrics import AdapterMetrics
 from common.backoff import Backoff
+from common.freshness import Freshness, Sources, Timing
+from common.log_limit import LogLimit, left_out
 
 log = logging.getLogger(__name__)
 
 HEALTHY_RUN_SECONDS = 60.0
+T = TypeVar("T")
+
+
+class Supervised(Protocol):
+    """Where a program keeps the state of its background work: the sources, and a count of restarts by task."""
+
+    @property
+    def sources(self) -> Sources: ...
+
+    def restarted(self, task: str) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -48,7 +61,7 @@ def _why(error: BaseException | None) -> str:
 
 async def supervise(
     work: Work,
-    metrics: AdapterMetrics,
+    metrics: Supervised,
     max_backoff: float = 30.0,
     sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     clock: Callable[[], float] = time.monotonic,
@@ -77,7 +90,7 @@ async def supervise(
             wait,
             exc_info=error if error is not None and log.isEnabledFor(logging.DEBUG) else None,
         )
-        metrics.background_restarts.labels(work.name).inc()
+        metrics.restarted(work.name)
         if work.source is not None:
             work.source.failed(f"its background task stopped ({_why(error)})")
         await sleep(wait)
@@ -87,7 +100,7 @@ def polled(
     name: str,
     interval: float,
     step: Callable[[], object],
-    metrics: AdapterMetrics,
+    metrics: Supervised,
     timing: Timing,
     sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
 ) -> Work:
@@ -104,7 +117,7 @@ def polled(
     return Work(name, run, source)
 
 
-def start(work: Iterable[Work], metrics: AdapterMetrics, timing: Timing) -> list[asyncio.Task[None]]:
+def start(work: Iterable[Work], metrics: Supervised, timing: Timing) -> list[asyncio.Task[None]]:
     return [asyncio.create_task(supervise(w, metrics, timing.max_backoff), name=w.name) for w in work]
 
 
@@ -112,3 +125,45 @@ async def stop(tasks: list[asyncio.Task[None]]) -> None:
     for task in tasks:
         task.cancel()
     await asyncio.gather(*tasks, return_exceptions=True)
+
+
+class Guard:
+    """The net under a thread's loop (the collection cycle, the pod-resources refresh, the process sampler):
+    ``step()`` runs one round and returns its result, or None when the round raised. The exception is logged (once a
+    minute per kind, the traceback when debug logging is on), counted as a restart of ``name`` and marks ``source``
+    as failing; the next round that works marks it fresh again. A thread that died instead would leave its data
+    frozen with nothing said."""
+
+    def __init__(
+        self,
+        name: str,
+        metrics: Supervised | None,
+        source: Freshness | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.name = name
+        self._metrics = metrics
+        self.source = source
+        self._log_limit = LogLimit(60.0, clock)
+
+    def step(self, round_: Callable[[], T]) -> T | None:
+        try:
+            result = round_()
+        except Exception as e:  # whatever it was, the thread must go on and say so
+            held = self._log_limit.allow(type(e).__name__)
+            if held is not None:
+                log.error(
+                    "%s failed (%s); trying again next round%s",
+                    self.name,
+                    _why(e),
+                    left_out(held, self._log_limit.interval),
+                    exc_info=e if log.isEnabledFor(logging.DEBUG) else None,
+                )
+            if self._metrics is not None:
+                self._metrics.restarted(self.name)
+            if self.source is not None:
+                self.source.failed(f"it failed ({_why(e)})")
+            return None
+        if self.source is not None:
+            self.source.succeeded()
+        return result

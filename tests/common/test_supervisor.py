@@ -1,4 +1,4 @@
-"""Background tasks under the supervisor (adapter/supervisor.py): whatever ends them, they start again."""
+"""Background tasks under the supervisor (common/supervisor.py): whatever ends them, they start again."""
 
 from __future__ import annotations
 
@@ -9,11 +9,11 @@ from collections.abc import Awaitable, Callable
 
 import pytest
 
-from adapter.freshness import Timing
 from adapter.self_metrics import AdapterMetrics
-from adapter.supervisor import HEALTHY_RUN_SECONDS, Work, polled, supervise
+from common.freshness import Timing
+from common.supervisor import HEALTHY_RUN_SECONDS, Work, polled, supervise
 
-LOGGER = "adapter.supervisor"
+LOGGER = "common.supervisor"
 
 
 class Runs:
