@@ -102,8 +102,13 @@ class KubeClient:
         ]
         limit = aiohttp.ClientTimeout(total=None, sock_connect=self.timeout, sock_read=timeout_seconds + 30)
         try:
-            resp = await self._open("GET", path, params, None, accept or "application/json", limit)
-        except (aiohttp.ClientError, OSError, TimeoutError) as e:
+            # kube-apiserver sends a watch's head at once; one that does not come is a hung server or proxy, which
+            # must not leave the copy stale, unreported, until the read timeout (minutes) ends it
+            async with asyncio.timeout(self.timeout):
+                resp = await self._open("GET", path, params, None, accept or "application/json", limit)
+        except TimeoutError as e:
+            raise KubernetesError(f"{what}: no answer within {self.timeout:g}s") from e
+        except (aiohttp.ClientError, OSError) as e:
             raise KubernetesError(f"{what}: {e}") from e
         try:
             if resp.status == 410:

@@ -7,6 +7,8 @@ What it reproduces, because the adapter's reflector depends on it:
 - a version older than the compaction point gets an ERROR event carrying a 410 ``Expired`` Status, as the watch cache
   sends it ("too old resource version"); an expired ``continue`` token gets an HTTP 410;
 - BOOKMARK events on request, for watches that allowed them;
+- watches held unanswered (``hold_watches``): the request accepted and no head sent, as from an API server or proxy
+  that hangs;
 - bearer-token authentication (401 without it);
 - raw lines sent down open watches (``inject``), for answers no API server should send: a line over the client's
   limit, a JSON value that is not an event, an object of the wrong shape;
@@ -71,6 +73,8 @@ class FakeKubeAPIServer:
         self.requests: list[tuple[str, dict[str, str]]] = []
         self.expire_continue_tokens = False
         self.expire_watches = False  # every watch answers 410 at once, as if each version were compacted away
+        self.hold_watches = False  # a watch gets no answer at all until the client gives up (a hung server or proxy)
+        self.held_watches = 0  # how many were held so
         self.fail_lists = 0
         self.forbidden: set[tuple[str, str | None]] = set()  # (resource, namespace) the token may not get
         self.reviews = Reviews()
@@ -328,6 +332,9 @@ class FakeKubeAPIServer:
     async def _watch(
         self, request: web.Request, resource: str, namespace: str | None, query: dict[str, str]
     ) -> web.StreamResponse:
+        if self.hold_watches:
+            self.held_watches += 1
+            await asyncio.Event().wait()  # until the client closes the connection, which cancels this handler
         resp = web.StreamResponse(headers={"Content-Type": "application/json"})
         await resp.prepare(request)
         since = int(query.get("resourceVersion") or 0)

@@ -12,6 +12,7 @@ from aiohttp import web
 
 from adapter.backends.kube_api import KubernetesMetadataAPI
 from adapter.backends.kube_cache import ObjectLister, Reflector
+from adapter.backends.kube_client import KubeClient
 from adapter.errors import KubernetesError
 from adapter.naming import resources
 from adapter.query.selectors import parse_selector
@@ -278,3 +279,27 @@ async def test_a_server_that_expires_every_watch_is_listed_with_a_growing_back_o
     in_ml = sorted(name for ns, name in kube.objects["pods"] if ns == "ml")
     assert in_ml
     assert sorted(names(reflector)) == in_ml  # still serving the last listing
+
+
+async def test_a_watch_the_server_never_answers_is_given_up_and_the_copy_is_listed_again(
+    kube: FakeKubeAPIServer, tmp_path: Path
+) -> None:
+    """A hung server or proxy accepts the watch and sends nothing: the watch is given up when its head is late, so
+    the copy is listed again within seconds instead of waiting out the read timeout (330 s) with /readyz ok."""
+    client = KubernetesMetadataAPI(await KubeClient.connect(kube.kubeconfig(tmp_path / "kubeconfig"), 0.5))
+    metrics = AdapterMetrics()
+    reflector = Reflector(client, resources.PODS, metrics, max_backoff=0.2, jitter=lambda: 0.0)
+    kube.hold_watches = True
+    task = await run(reflector)
+    try:
+        kube.put("pods", "trainer-9", {"app": "trainer"}, namespace="ml")
+        await wait_until(lambda: "trainer-9" in names(reflector), 10, "the new pod, by a LIST")
+        assert kube.held_watches >= 1
+        restarts = metrics.registry.get_sample_value(
+            "gpuscale_adapter_kube_watch_restarts_total", {"resource": "pods", "reason": "error"}
+        )
+        assert restarts is not None
+        assert restarts >= 1
+    finally:
+        await stop(task)
+        await client.close()
