@@ -9,10 +9,10 @@ import logging
 import signal
 import ssl
 import sys
-from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from aiohttp import web
 
@@ -26,10 +26,13 @@ from collector.nvml.api import Nvml
 from collector.nvml.gpu_watch import BindWatch, GpuPresence, SysfsGpus
 from collector.nvml.reader import NvmlReader
 from collector.pods.hpc_jobs import HpcJobs
+from collector.self_metrics import Background
 from collector.server import create_app
 from collector.settings import FLAGS, Settings, parse_settings
 from collector.simulation.nvml import SimulatedNvml
 from common import connections
+from common.freshness import DEFAULT_TIMING
+from common.supervisor import Work, supervise
 
 if TYPE_CHECKING:
     # What only some flags use is imported when they are given: pod attribution (-k) brings gRPC and RE2, the web
@@ -121,9 +124,13 @@ def build_node(
     simulated: bool,
     directory: PodDirectory | None = None,
     counters: CountersSource | None = None,
+    background: Background | None = None,
 ) -> Node:
     """The collection, and with -k the pod mapping: pod-resources watcher, process sampler, pod directory.
-    ``counters``: where the counters come from (``counters_source``); the counters file of ``settings`` if None."""
+    ``counters``: where the counters come from (``counters_source``); the counters file of ``settings`` if None.
+    ``background``: where the background work reports (``/health``, the self-metrics); a new one if None."""
+    background = background or Background()
+    bound = DEFAULT_TIMING.bound
     common = ((settings.hostname_label, settings.hostname),) if settings.hostname else ()
     counters = counters or counters_file(settings.collectors)
     label_names = OLD_NAMESPACE_LABELS if settings.old_namespace else None
@@ -139,7 +146,7 @@ def build_node(
         return Collection(reader, counters, interval=settings.interval, common_labels=common,
                           replace_blanks=settings.replace_blanks, help_prefix=SIMULATED_HELP if simulated else "",
                           label_names=label_names,
-                          attribution=attribution, hpc_jobs=hpc_jobs)  # fmt: skip
+                          attribution=attribution, hpc_jobs=hpc_jobs, background=background)  # fmt: skip
 
     if not settings.kubernetes:
         return Node(collection())
@@ -151,14 +158,26 @@ def build_node(
     from collector.pods.process_sampler import ProcessSampler
     from collector.pods.resource_slices import KubeResourceSlices
 
-    slices = KubeResourceSlices(settings.node_name, settings.kubeconfig) if settings.dra else None
+    sources = background.sources
+    slices = None
+    if settings.dra:
+        slices = KubeResourceSlices(
+            settings.node_name, settings.kubeconfig, sources.add("dra-resource-slices", bound())
+        )
     client = PodResourcesClient(
         settings.pod_resources_socket, settings.resource_names, timeout=settings.pod_resources_timeout, dra=slices
     )
-    watcher = PodResourcesWatcher(client, refresh=settings.pod_resources_refresh)
-    sampler = ProcessSampler(reader, window=settings.shared_window)
+    watcher = PodResourcesWatcher(
+        client, refresh=settings.pod_resources_refresh,
+        source=sources.add("pod-resources", bound(settings.pod_resources_refresh)), supervised=background,
+    )  # fmt: skip
+    sampler = ProcessSampler(reader, window=settings.shared_window, supervised=background)
     labels = PodLabelFilter(settings.pod_label_allowlist) if settings.pod_labels else None
-    own_directory = KubePodDirectory(settings.node_name, settings.kubeconfig, labels) if directory is None else None
+    own_directory = None
+    if directory is None:
+        own_directory = KubePodDirectory(
+            settings.node_name, settings.kubeconfig, labels, sources.add("pod-directory", bound())
+        )
     attribution = Attribution(
         reader, watcher, directory or own_directory, CgroupReader(settings.proc_root), sampler,
         replace_blanks=settings.replace_blanks, pod_uid=settings.pod_uid,
@@ -183,8 +202,9 @@ def main(argv: Sequence[str] | None = None, limits: connections.Limits | None = 
 
             serving = WebServing(Path(settings.web_config_file))
         nvml, simulated = choose_nvml(settings)
-        counters = counters_source(settings)
-        node = build_node(settings, nvml, simulated, counters=counters)
+        background = Background()
+        counters = counters_source(settings, background=background)
+        node = build_node(settings, nvml, simulated, counters=counters, background=background)
     except ConfigError as e:
         print(f"gpuscale-collector: error: {e}", file=sys.stderr)
         sys.exit(2)
@@ -192,11 +212,8 @@ def main(argv: Sequence[str] | None = None, limits: connections.Limits | None = 
     node.start()
     app = create_app(node.collection, middlewares=[serving.middleware] if serving else [])
     ssl_context = serving.ssl_context if serving else None
-    for watch in (node.directory, node.slices):
-        if watch is not None:
-            app.cleanup_ctx.append(_background(watch.run))
-    for run in compat_tasks(settings, node, counters, nvml, app):
-        app.cleanup_ctx.append(_background(run))
+    for work in background_work(settings, node, counters, nvml, app):
+        app.cleanup_ctx.append(_supervised(work, background))
     try:
         asyncio.run(_serve(app, settings, ssl_context, limits or connections.Limits()))
     except connections.ListenError as e:
@@ -243,9 +260,11 @@ def _needing_kubernetes(settings: Settings) -> list[str]:
     return [flag for flag, on in given.items() if on]
 
 
-def _background(run: Callable[[], Coroutine[Any, Any, None]]) -> Callable[[web.Application], AsyncIterator[None]]:
+def _supervised(work: Work, background: Background) -> Callable[[web.Application], AsyncIterator[None]]:
+    """The task of ``work`` for as long as the app runs, started again whatever ends it (``common/supervisor.py``)."""
+
     async def context(app: web.Application) -> AsyncIterator[None]:
-        task = asyncio.create_task(run())
+        task = asyncio.create_task(supervise(work, background, DEFAULT_TIMING.max_backoff), name=work.name)
         yield
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
@@ -257,28 +276,42 @@ def _background(run: Callable[[], Coroutine[Any, Any, None]]) -> Callable[[web.A
 # -- dcgm-exporter's other ways to run: counters from a ConfigMap, GPU bind/unbind, debug dumps -----------------
 
 
-def counters_source(settings: Settings, default_path: str = DCGM_EXPORTER_DEFAULT) -> CountersSource:
-    """``-m``'s ConfigMap (read once here: the process does not start without it), else the counters file."""
+def counters_source(
+    settings: Settings, default_path: str = DCGM_EXPORTER_DEFAULT, background: Background | None = None
+) -> CountersSource:
+    """``-m``'s ConfigMap (read once here: the process does not start without it), else the counters file.
+    ``background``: where the ConfigMap's later reads report."""
     if settings.configmap is None:
         return counters_file(settings.collectors, default_path)
     if settings.collectors:
         log.info("counters from ConfigMap %s (-m); -f %s is not read", settings.configmap, settings.collectors)
-    source = ConfigMapCounters(settings.configmap, settings.kubeconfig, settings.configmap_refresh)
+    refresh = settings.configmap_refresh
+    freshness = background.sources.add("counters-configmap", DEFAULT_TIMING.bound(refresh)) if background else None
+    source = ConfigMapCounters(settings.configmap, settings.kubeconfig, refresh, source=freshness)
     source.read_first()
     return source
 
 
-def compat_tasks(
+def background_work(
     settings: Settings, node: Node, counters: CountersSource, nvml: Nvml, app: web.Application
-) -> list[Callable[[], Coroutine[Any, Any, None]]]:
-    """The background tasks of -m, --enable-gpu-bind-unbind-watch and --dump-enabled (the dumps also hook into
-    every response, to dump what a scrape was served)."""
-    tasks: list[Callable[[], Coroutine[Any, Any, None]]] = []
+) -> list[Work]:
+    """The tasks on the event loop: the pod and ResourceSlice watches (-k), and those of -m,
+    --enable-gpu-bind-unbind-watch and --dump-enabled (the dumps also hook into every response, to dump what a scrape
+    was served)."""
+    tasks: list[Work] = []
+    if node.directory is not None:
+        tasks.append(Work("pod-directory", node.directory.run, node.directory.source))
+    if node.slices is not None:
+        tasks.append(Work("dra-resource-slices", node.slices.run, node.slices.source))
+    sources = node.collection.background.sources
     if isinstance(counters, ConfigMapCounters):
-        tasks.append(counters.run)
+        tasks.append(Work("counters-configmap", counters.run, counters.source))
     if settings.bind_watch:
         presence: GpuPresence = nvml if isinstance(nvml, SimulatedNvml) else SysfsGpus()
-        tasks.append(BindWatch(presence, node.collection.request_rescan, settings.bind_poll_interval).run)
+        interval = settings.bind_poll_interval
+        watch = BindWatch(presence, node.collection.request_rescan, interval,
+                          source=sources.add("gpu-bind-watch", DEFAULT_TIMING.bound(interval)))  # fmt: skip
+        tasks.append(Work("gpu-bind-watch", watch.run, watch.source))
     if settings.dump_enabled:
         reader = node.collection.reader
         dumper = Dumper(
@@ -289,7 +322,7 @@ def compat_tasks(
                  dumper.describe())  # fmt: skip
         app.on_response_prepare.append(dumper.on_response(lambda: (node.collection.latest.families,
                                                                    node.collection.latest.taken_at)))  # fmt: skip
-        tasks.append(dumper.run)
+        tasks.append(Work("debug-dumps", dumper.run))
     return tasks
 
 

@@ -19,9 +19,11 @@ from collector.errors import ConfigError, NvmlUnavailable
 from collector.exposition import Family, Labels, render_openmetrics, render_text
 from collector.nvml.reader import CycleResult, NvmlReader
 from collector.pods.hpc_jobs import HpcJobs
-from collector.self_metrics import SelfStats, self_families
+from collector.self_metrics import Background, SelfStats, self_families
 from collector.series import device_series, gpu_families
 from common.backoff import Backoff
+from common.freshness import DEFAULT_TIMING
+from common.supervisor import Guard
 
 if TYPE_CHECKING:  # imported with -k only: pod attribution brings gRPC (collector-bench.md, memory)
     from collector.pods.attribution import Attribution
@@ -72,6 +74,7 @@ class Collection:
         label_names: Mapping[str, str] | None = None,
         attribution: Attribution | None = None,
         hpc_jobs: HpcJobs | None = None,
+        background: Background | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         """``reader`` is opened by the first cycle (again after NVML restarts) and closed by ``stop``.
@@ -79,6 +82,8 @@ class Collection:
         ``label_names`` renames labels of GPU series (``-o``). ``attribution`` attaches pods to the readings and
         adds its own self-metrics; without it, series name GPUs only.
         ``hpc_jobs`` labels the series of GPUs that batch jobs hold (``--hpc-job-mapping-dir``).
+        ``background``: the state of the background work, published with the collector's own series; the cycle is
+        one of its sources (a cycle that raises is logged, counted and tried again next interval).
         """
         self._hpc_jobs = hpc_jobs
         self._reader = reader
@@ -91,6 +96,9 @@ class Collection:
         self._help_prefix = help_prefix
         self._attribution = attribution
         self._clock = clock
+        self.background = background or Background()
+        cycles = self.background.sources.add("collection", DEFAULT_TIMING.bound(interval))
+        self._guard = Guard("collection", self.background, cycles)
         self.stats = SelfStats()
         self._open = False
         self._all_lost_cycles = 0
@@ -132,8 +140,8 @@ class Collection:
     def _run(self) -> None:
         while not self._stop.is_set():
             started = time.monotonic()
-            delay = self.run_once()
-            self._stop.wait(max(0.0, delay - (time.monotonic() - started)))
+            delay = self._guard.step(self.run_once)
+            self._stop.wait(max(0.0, (self.interval if delay is None else delay) - (time.monotonic() - started)))
 
     # -- one cycle -------------------------------------------------------------------------------------------
 
@@ -216,7 +224,8 @@ class Collection:
             self._reader.point_sampled,
         )
         attribution = self._attribution.families() if self._attribution is not None else []
-        self.latest = Exposition([*families, *attribution, *own], self._clock())
+        background = self.background.families()
+        self.latest = Exposition([*families, *attribution, *own, *background], self._clock())
 
     # -- configuration ---------------------------------------------------------------------------------------
 

@@ -1,13 +1,18 @@
-"""The collector's own health as metric families: collection time, errors by kind, unsupported fields."""
+"""The collector's own health as metric families: collection time, errors by kind, unsupported fields, and the state
+of its background work (``Background``)."""
 
 from __future__ import annotations
 
+import threading
 from collections import Counter
 from dataclasses import dataclass, field
 
 from collector.exposition import Family, Labels
+from common.freshness import Sources
 
 PREFIX = "gpuscale_collector_"
+# the path whose answer fails while a source is stale: the DaemonSet's readiness probe
+PROBE = "/health"
 
 
 @dataclass
@@ -106,3 +111,61 @@ def self_families(
             )
         )
     return families
+
+
+class Background:
+    """What the collector keeps current in the background (its pod watch, the counters ConfigMap, the GPUs bound to
+    the driver, the kubelet's pod-resources) and how often each piece of background work had to start again: what
+    ``common/supervisor.py`` reports to, what ``/health`` and the self-metrics read."""
+
+    def __init__(self) -> None:
+        self._sources = Sources(PREFIX.rstrip("_"), PROBE)
+        self._restarts: Counter[str] = Counter()
+        self._lock = threading.Lock()  # restarts are counted from the event loop and from the collector's threads
+
+    @property
+    def sources(self) -> Sources:
+        return self._sources
+
+    def restarted(self, task: str) -> None:
+        with self._lock:
+            self._restarts[task] += 1
+
+    def problems(self) -> list[str]:
+        """Why each stale source is stale (empty: none is)."""
+        return [problem for source in self._sources if (problem := source.problem()) is not None]
+
+    def families(self) -> list[Family]:
+        sources = list(self._sources)
+        with self._lock:
+            restarts = sorted(self._restarts.items())
+        families = []
+        if sources:
+            families.append(
+                Family(
+                    PREFIX + "source_last_success_timestamp_seconds",
+                    "gauge",
+                    "When a background source (pod watch, counters ConfigMap, GPU bind watch, pod-resources) last "
+                    "succeeded.",
+                    tuple(((("source", s.name),), s.last_success) for s in sources if s.last_success is not None),
+                )
+            )
+            families.append(
+                Family(
+                    PREFIX + "source_stale",
+                    "gauge",
+                    f"1 while a background source has been failing for longer than its bound (then {PROBE} answers "
+                    "503), else 0.",
+                    tuple(((("source", s.name),), float(s.stale())) for s in sources),
+                )
+            )
+        if restarts:
+            families.append(
+                Family(
+                    PREFIX + "background_restarts_total",
+                    "counter",
+                    "Background work started again after it failed unexpectedly, by task.",
+                    tuple(((("task", task),), float(n)) for task, n in restarts),
+                )
+            )
+        return families

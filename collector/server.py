@@ -21,8 +21,13 @@ async def metrics(request: web.Request) -> web.Response:
 
 
 async def health(request: web.Request) -> web.Response:
-    state = request.app[COLLECTION].health
-    return web.Response(status=200 if state.ok else 503, text=state.reason + "\n")
+    """200 while NVML is read and no background source has been failing past its bound (the pod watch, the counters
+    ConfigMap, pod-resources...); else 503. The first line is NVML's state, then one line per stale source."""
+    collection = request.app[COLLECTION]
+    state, problems = collection.health, collection.background.problems()
+    return web.Response(
+        status=200 if state.ok and not problems else 503, text="\n".join([state.reason, *problems]) + "\n"
+    )
 
 
 async def index(request: web.Request) -> web.Response:

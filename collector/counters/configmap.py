@@ -23,6 +23,7 @@ from collector.counters import file as counters
 from collector.counters.file import Counters
 from collector.errors import ConfigError
 from collector.kube.client import api_client
+from common.freshness import Freshness
 
 log = logging.getLogger(__name__)
 
@@ -66,8 +67,11 @@ class ConfigMapCounters:
         kubeconfig: str | None,
         refresh: float,
         clock: Callable[[], float] = time.monotonic,
+        source: Freshness | None = None,
     ) -> None:
-        """``refresh``: seconds between reads after the first (0: only when ``request_refresh`` is called)."""
+        """``refresh``: seconds between reads after the first (0: only when ``request_refresh`` is called);
+        ``source`` hears of each read that worked and each failure (``/health`` fails past its bound)."""
+        self.source = source
         self.ref = ref
         self.description = f"ConfigMap {ref} key {KEY!r}"
         self._kubeconfig = kubeconfig
@@ -154,6 +158,11 @@ class ConfigMapCounters:
                     self._apply(await self.read(api), None)
                 except ConfigError as e:
                     self._apply(None, str(e))
+                    if self.source is not None:
+                        self.source.failed(str(e))
+                else:
+                    if self.source is not None:
+                        self.source.succeeded()
         finally:
             if api is not None:
                 await api.close()

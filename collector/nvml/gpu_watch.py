@@ -17,6 +17,8 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Protocol
 
+from common.freshness import Freshness
+
 log = logging.getLogger(__name__)
 
 NVIDIA_DRIVER_DIR = Path("/sys/bus/pci/drivers/nvidia")
@@ -59,8 +61,11 @@ class BindWatch:
         on_change: Callable[[str], None],
         interval: float,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        source: Freshness | None = None,
     ) -> None:
-        """``on_change`` hears what changed, in words, each time the bound set differs from the last listing."""
+        """``on_change`` hears what changed, in words, each time the bound set differs from the last listing;
+        ``source`` of each listing that worked and each failure (``/health`` fails past its bound)."""
+        self.source = source
         self._presence = presence
         self._on_change = on_change
         self._interval = interval
@@ -93,6 +98,10 @@ class BindWatch:
             if str(e) != self._failing:  # said once per distinct failure, not every poll
                 self._failing = str(e)
                 log.warning("cannot list the GPUs bound to the driver (%s); GPU changes are not seen meanwhile", e)
+            if self.source is not None:
+                self.source.failed(f"cannot list the GPUs bound to the driver: {e}")
             return None
         self._failing = ""
+        if self.source is not None:
+            self.source.succeeded()
         return present

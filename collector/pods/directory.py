@@ -14,6 +14,7 @@ from typing import Any, Protocol
 
 from collector.kube.watch import KubeWatch, Object
 from collector.pods.labels import Labels, PodLabelFilter
+from common.freshness import Freshness
 
 
 @dataclass(frozen=True)
@@ -36,8 +37,16 @@ class PodDirectory(Protocol):
 
 
 class KubePodDirectory:
-    def __init__(self, node_name: str, kubeconfig: str | None = None, labels: PodLabelFilter | None = None) -> None:
-        """``labels``: how to turn pod labels into series labels; None keeps none."""
+    def __init__(
+        self,
+        node_name: str,
+        kubeconfig: str | None = None,
+        labels: PodLabelFilter | None = None,
+        source: Freshness | None = None,
+        request_seconds: float = 15.0,
+    ) -> None:
+        """``labels``: how to turn pod labels into series labels; None keeps none. ``source``: how fresh the copy is;
+        ``request_seconds``: the most a LIST may take, and a watch's head."""
         self._labels = labels
         self._names: dict[str, tuple[str, str]] = {}  # uid → (namespace, name)
         self._meta: dict[tuple[str, str], PodMeta] = {}  # (namespace, name) → uid, labels
@@ -49,11 +58,17 @@ class KubePodDirectory:
             self._replace,
             self._apply,
             "pods of shared GPUs cannot be named and pod labels are not refreshed",
+            source,
+            request_seconds,
         )
 
     @property
     def synced(self) -> bool:
         return self._watch.synced
+
+    @property
+    def source(self) -> Freshness | None:
+        return self._watch.source
 
     @property
     def errors(self) -> Counter[str]:

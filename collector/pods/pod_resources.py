@@ -23,7 +23,9 @@ from collector.errors import PodResourcesError
 from collector.pods.device_ids import DeviceRef, parse_device_id
 from collector.pods.podresources import api_pb2, api_pb2_grpc
 from collector.pods.resource_slices import GPU_DRIVER, DraDevice
+from common.freshness import Freshness
 from common.log_limit import LogLimit, left_out
+from common.supervisor import Guard, Supervised
 
 log = logging.getLogger(__name__)
 
@@ -184,8 +186,14 @@ class PodResourcesWatcher:
         refresh: float = 1.0,
         max_age: float = 10.0,
         clock: Callable[[], float] = time.monotonic,
+        source: Freshness | None = None,
+        supervised: Supervised | None = None,
     ) -> None:
+        """``source`` hears of each refresh that worked and each failure (``/health`` fails past its bound);
+        ``supervised`` counts the refreshes that raised what nobody expected (the thread goes on)."""
         self._client = client
+        self._source = source
+        self._guard = Guard("pod-resources", supervised)
         self._refresh = refresh
         self.max_age = max_age
         self._clock = clock
@@ -218,6 +226,8 @@ class PodResourcesWatcher:
         except PodResourcesError as e:
             self.errors[e.kind] += 1
             self._failing = True
+            if self._source is not None:
+                self._source.failed(str(e))
             held = self._log_limit.allow(e.kind)
             if held is not None:
                 log.warning(
@@ -231,6 +241,8 @@ class PodResourcesWatcher:
             self._failing = False
             self._log_limit.clear()
         self._map = PodMap(tuple(assignments), self._clock())
+        if self._source is not None:
+            self._source.succeeded()
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._run, name="pod-resources", daemon=True)
@@ -238,7 +250,7 @@ class PodResourcesWatcher:
 
     def _run(self) -> None:
         while not self._stop.is_set():
-            self.refresh_once()
+            self._guard.step(self.refresh_once)
             self._stop.wait(self._refresh)
 
     def stop(self) -> None:

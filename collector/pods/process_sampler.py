@@ -18,6 +18,7 @@ from typing import Protocol
 
 from collector.errors import NvmlReadError
 from collector.nvml.reader import ProcessSample
+from common.supervisor import Guard, Supervised
 
 log = logging.getLogger(__name__)
 
@@ -33,8 +34,11 @@ class ProcessSampler:
         window: float = 10.0,
         poll: float = 0.2,
         clock: Callable[[], float] = time.monotonic,
+        supervised: Supervised | None = None,
     ) -> None:
+        """``supervised`` counts the polls that raised what nobody expected (the thread goes on)."""
         self._reader = reader
+        self._guard = Guard("process-sampler", supervised)
         self.window = window
         self._poll = poll
         self._clock = clock
@@ -103,7 +107,7 @@ class ProcessSampler:
     def _run(self) -> None:
         while not self._stop.is_set():
             if self._gpus:
-                self.poll_once()
+                self._guard.step(self.poll_once)
             self._stop.wait(self._poll)
 
     def stop(self) -> None:

@@ -19,6 +19,7 @@ from typing import Any
 from collector.kube.watch import KubeWatch, Object
 from collector.pods.device_ids import DeviceRef
 from collector.pods.labels import Labels
+from common.freshness import Freshness
 
 log = logging.getLogger(__name__)
 
@@ -59,7 +60,7 @@ def _text(attributes: Any, name: str) -> str:
 
 
 class KubeResourceSlices:
-    def __init__(self, node_name: str, kubeconfig: str | None = None) -> None:
+    def __init__(self, node_name: str, kubeconfig: str | None = None, source: Freshness | None = None) -> None:
         self._by_slice: dict[str, dict[tuple[str, str], DraDevice]] = {}  # slice name → its devices
         self._devices: dict[tuple[str, str], DraDevice] = {}
         self._version = 0
@@ -71,11 +72,16 @@ class KubeResourceSlices:
             self._replace,
             self._apply,
             "GPUs allocated through DRA claims carry no pod labels",
+            source,
         )
 
     @property
     def synced(self) -> bool:
         return self._watch.synced
+
+    @property
+    def source(self) -> Freshness | None:
+        return self._watch.source
 
     async def run(self) -> None:
         await self._watch.run()

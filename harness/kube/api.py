@@ -342,7 +342,7 @@ class FakeKubeAPIServer:
             expired = status_body(410, "Expired", f"too old resource version: {since} ({self.compacted})")
             await resp.write(json.dumps({"type": "ERROR", "object": expired}).encode() + b"\n")
             return resp
-        watch = _Watch(resource, namespace, query.get("allowWatchBookmarks") == "true", query.get("fieldSelector", ""))
+        watch = _Watch(resource, namespace, is_true(query.get("allowWatchBookmarks")), query.get("fieldSelector", ""))
         if not since:
             for (ns, _), obj in self.objects.get(resource, {}).items():
                 if namespace in (None, ns) and _fields_match(obj, watch.field_selector):

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from collector.pods.directory import KubePodDirectory
+from common.freshness import Freshness
 from harness.kube.api import FakeKubeAPIServer
 from harness.node.collector_process import running_collector
 
@@ -101,3 +102,60 @@ def test_off_the_cluster_a_failing_api_is_said_once_a_minute_in_one_line(tmp_pat
     assert len(failed) == 1, lines
     assert "not in a pod, no --kubeconfig, $KUBECONFIG unset and no ~/.kube/config" in failed[0]
     assert not [line for line in lines if "kubernetes_asyncio" in line]
+
+
+async def test_a_watch_the_server_never_answers_is_given_up_and_the_pods_listed_again(
+    api: FakeKubeAPIServer, tmp_path: Path
+) -> None:
+    """A hung server or proxy accepts the watch and sends nothing: the watch is given up when its head is late and
+    the pods are listed again, instead of the copy going stale until the client's read timeout (minutes)."""
+    pod(api, "a", "node-a", "uid-a")
+    api.hold_watches = True
+    source = Freshness("pod-directory", 60.0)
+    directory = KubePodDirectory("node-a", str(api.kubeconfig(tmp_path / "kubeconfig")), None, source, 0.5)
+    task = asyncio.create_task(directory.run())
+    try:
+        await until(lambda: directory.synced)
+        pod(api, "b", "node-a", "uid-b")
+        await until(lambda: directory.lookup("uid-b") == ("ml", "b"))
+        assert api.held_watches >= 1
+        assert directory.errors["WatchError"] >= 1
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
+async def test_a_bookmark_moves_the_version_on_and_names_no_pod(api: FakeKubeAPIServer, tmp_path: Path) -> None:
+    pod(api, "a", "node-a", "uid-a")
+    source = Freshness("pod-directory", 60.0)
+    directory = KubePodDirectory("node-a", str(api.kubeconfig(tmp_path / "kubeconfig")), None, source)
+    task = asyncio.create_task(directory.run())
+    try:
+        await until(lambda: directory.synced and len(api.watches) == 1)
+        assert api.watches[0].bookmarks  # asked for, as kube-apiserver reads allowWatchBookmarks=True
+        api.bookmark()
+        pod(api, "b", "node-a", "uid-b")
+        await until(lambda: directory.lookup("uid-b") == ("ml", "b"))
+        assert directory.lookup("uid-a") == ("ml", "a")
+        assert not directory.errors
+        assert source.last_success is not None
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
+async def test_a_refused_list_makes_the_source_fail(api: FakeKubeAPIServer, tmp_path: Path) -> None:
+    kubeconfig = api.kubeconfig(tmp_path / "kubeconfig")
+    kubeconfig.write_text(kubeconfig.read_text().replace("token: ", "token: not-", 1))  # answered 401
+    source = Freshness("pod-directory", 60.0)
+    directory = KubePodDirectory("node-a", str(kubeconfig), None, source)
+    task = asyncio.create_task(directory.run())
+    try:
+        await until(lambda: source.failing_since is not None)
+        assert source.error == "Kubernetes API failed (HTTP401: 401 Unauthorized)"
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
