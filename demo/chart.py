@@ -2,7 +2,7 @@
 
 matplotlib is an optional extra (``pip install 'gpuscale[plot]'``; GPU machines often lack it): without it there
 is no picture, and the table the run printed is the record. ``page`` puts the picture (as base64, no file beside
-it), the decisions and the table in one self-contained HTML page.
+it), the decisions and the table (an HTML table with the console's header row) in one self-contained HTML page.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 
 from demo.hpa import HpaSpec
 from demo.hpa_controller import Sync
+from demo.table import SHARED, Table
 
 WIDTH, HEIGHT, DPI = 1200, 900, 100  # pixels of the PNG
 
@@ -80,7 +81,39 @@ def png(syncs: Sequence[Sync], spec: HpaSpec, title: str, work: Callable[[float]
     return out.getvalue()
 
 
-def page(title: str, settings: str, picture: bytes | None, decisions: Sequence[str], table: str) -> str:
+# The table's 11 columns at most (6 replicas, 2 pods on a shared GPU) fit in 800 pixels with headers in the normal
+# weight (bold ones are a column's width wider); narrower, it scrolls in its own box.
+STYLE = (
+    "body{font-family:sans-serif;margin:2em}"
+    "pre{background:#f6f6f6;padding:1em;overflow-x:auto}"
+    ".scroll{overflow-x:auto}"
+    "table{border-collapse:collapse;font-size:.85em;font-variant-numeric:tabular-nums}"
+    "th,td{padding:.1em .4em;text-align:right;white-space:nowrap}"
+    "th{font-weight:normal;background:#eee}"
+    "thead tr:last-child th{border-bottom:1px solid #888}"
+    ".shared{border-left:1px solid #888}"
+)
+
+
+def table_html(table: Table) -> str:
+    """The console's table as an HTML table: the same header and cells, numbers right-aligned, the shared GPU's pods
+    set off by a rule, with their own heading above them as the console's header line ends with it."""
+
+    def cells(tag: str, row: Sequence[str]) -> str:
+        opening = [f'<{tag} class="shared">' if n == table.first_shared else f"<{tag}>" for n in range(len(row))]
+        return "".join(f"{o}{html.escape(cell)}</{tag}>" for o, cell in zip(opening, row, strict=True))
+
+    head = f"<tr>{cells('th', table.columns)}</tr>"
+    if table.shared:
+        head = (
+            f'<tr><th colspan="{table.first_shared}"></th><th class="shared" colspan="{len(table.shared)}">'
+            f"{html.escape(SHARED)}</th></tr>{head}"
+        )
+    body = "\n".join(f"<tr>{cells('td', row)}</tr>" for row in table.rows)
+    return f'<div class="scroll"><table>\n<thead>{head}</thead>\n<tbody>\n{body}\n</tbody>\n</table></div>'
+
+
+def page(title: str, settings: str, picture: bytes | None, decisions: Sequence[str], table: Table) -> str:
     """One HTML page, nothing outside it: the picture inline, the decisions, the table."""
     image = (
         f'<img alt="per-pod utilization, average and replicas over time" width="{WIDTH}" height="{HEIGHT}" '
@@ -90,9 +123,8 @@ def page(title: str, settings: str, picture: bytes | None, decisions: Sequence[s
     )
     return (
         f'<!doctype html>\n<html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)}</title>'
-        "<style>body{font-family:sans-serif;margin:2em}pre{background:#f6f6f6;padding:1em;overflow-x:auto}</style>"
-        f"</head><body>\n<h1>{html.escape(title)}</h1>\n<pre>{html.escape(settings)}</pre>\n{image}\n"
+        f"<style>{STYLE}</style></head><body>\n<h1>{html.escape(title)}</h1>\n<pre>{html.escape(settings)}</pre>\n{image}\n"
         f"<h2>Scaling decisions</h2>\n<pre>{html.escape(chr(10).join(decisions) or 'none')}</pre>\n"
-        f"<h2>What the custom metrics API answered, every sync</h2>\n<pre>{html.escape(table)}</pre>\n"
+        f"<h2>What the custom metrics API answered, every sync</h2>\n{table_html(table)}\n"
         "</body></html>\n"
     )

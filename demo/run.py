@@ -19,7 +19,6 @@ import shutil
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -33,6 +32,7 @@ from demo.hpa import Autoscaler, HpaSpec
 from demo.hpa_controller import HpaController, Sync
 from demo.node import Node, has_gpu, real_node, simulated_node
 from demo.stack import Stack
+from demo.table import Table
 from demo.workload import LoadScript, Workload
 from harness.kube.api import TOKEN
 from harness.kube.kubectl import find_kubectl
@@ -55,24 +55,6 @@ SCALE_DOWN_WINDOW = 12.0  # Kubernetes' default is 300 s, which would not fit in
 # The syncs (3 s), the values' lag (~2 s) and a new pod's first value do not stretch: below this the climb to 4 and
 # the way back may not both fit (at 30 s, with a window that did not stretch, the run ended before the scale-down)
 FULL_LOOP_SECONDS = 45.0
-
-
-def table_header(pods: Sequence[str], others: Sequence[str]) -> str:
-    shared = " | " + " ".join(f"{p:>8}" for p in others) + " (one shared GPU)" if others else ""
-    return f"{'t':>5}  replicas  average " + " ".join(f"{p:>9}" for p in pods) + shared
-
-
-def _cells(values: dict[str, float], names: Sequence[str], width: int) -> str:
-    return " ".join(f"{values[n]:{width}.1f}" if n in values else "-".rjust(width) for n in names)
-
-
-def table_row(sync: Sync, pods: Sequence[str], others: dict[str, float], other_names: Sequence[str]) -> str:
-    average = sync.decision.proposal.average
-    shared = f" | {_cells(others, other_names, 8)}" if other_names else ""
-    return (
-        f"{sync.at:4.0f}s  {sync.decision.current:8d}  {'-' if average is None else f'{average:.1f}':>7} "
-        f"{_cells(sync.values, pods, 9)}{shared}"
-    )
 
 
 def decision_line(sync: Sync, target: float) -> str:
@@ -106,8 +88,8 @@ def worth_saying(sync: Sync, previous: Sync | None) -> bool:
 
 @dataclass
 class Record:
+    table: Table
     syncs: list[Sync] = field(default_factory=list)
-    rows: list[str] = field(default_factory=list)
     decisions: list[str] = field(default_factory=list)
 
 
@@ -134,13 +116,12 @@ async def control_loop(
     deployment = Deployment("trainer", node.gpus, lambda pods: stack.set_pods([*pods, *node.others]))
     deployment.scale(spec.min_replicas)
     workload = Workload(script, deployment, node.work)
-    pods = [f"trainer-{n}" for n in range(spec.max_replicas)]
-    other_names = [p.name for p in node.others]
-    record = Record()
+    table = Table(tuple(f"trainer-{n}" for n in range(spec.max_replicas)), tuple(p.name for p in node.others))
+    record = Record(table)
     async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10)) as session:
         controller = HpaController(session, stack.adapter_url, stack.kube.url, TOKEN, stack.namespace,
                                    "gpu_utilization", deployment, Autoscaler(spec))  # fmt: skip
-        console.print(table_header(pods, other_names))
+        console.print(table.header())
         shown = False
         started = time.monotonic()
         next_sync = 0.0
@@ -150,11 +131,10 @@ async def control_loop(
                 next_sync += SYNC_PERIOD
                 sync = await controller.sync(elapsed)
                 await workload.update(elapsed)  # new replicas take their share at once
-                others = await stack.pod_metric("gpu_utilization", "app=infer") if other_names else {}
+                others = await stack.pod_metric("gpu_utilization", "app=infer") if table.shared else {}
                 previous = record.syncs[-1] if record.syncs else None
                 record.syncs.append(sync)
-                record.rows.append(table_row(sync, pods, others, other_names))
-                console.print(record.rows[-1])
+                console.print(table.line(table.add(sync, others)))
                 if worth_saying(sync, previous):
                     record.decisions.append(decision_line(sync, spec.target))
                     console.print("   → " + record.decisions[-1].lstrip())
@@ -193,8 +173,7 @@ def write_outputs(
     elif not chart.available():
         console.print("no picture: matplotlib is not installed (pip install 'gpuscale[plot]'); the table is the record")
     if html is not None:
-        table = "\n".join(record.rows)
-        html.write_text(chart.page(title, settings, picture, record.decisions, table), encoding="utf-8")
+        html.write_text(chart.page(title, settings, picture, record.decisions, record.table), encoding="utf-8")
         console.print(f"page: {html.resolve()}")
 
 
