@@ -1,8 +1,9 @@
 """The run as a picture: per-pod utilization, the average against the target, and the replicas, over time.
 
 matplotlib is an optional extra (``pip install 'gpuscale[plot]'``; GPU machines often lack it): without it there
-is no picture, and the table the run printed is the record. ``page`` puts the picture (as base64, no file beside
-it), the decisions and the table (an HTML table with the console's header row) in one self-contained HTML page.
+is no picture, and the table the run printed is the record. ``page`` puts the settings, the picture (as base64, no
+file beside it), the decisions, the ``kubectl get --raw`` the run printed with its answer, and the table (an HTML
+table with the console's header row) in one self-contained HTML page.
 """
 
 from __future__ import annotations
@@ -113,18 +114,22 @@ def table_html(table: Table) -> str:
     return f'<div class="scroll"><table>\n<thead>{head}</thead>\n<tbody>\n{body}\n</tbody>\n</table></div>'
 
 
-def page(title: str, settings: str, picture: bytes | None, decisions: Sequence[str], table: Table) -> str:
-    """One HTML page, nothing outside it: the picture inline, the decisions, the table."""
+def page(
+    title: str, settings: str, picture: bytes | None, decisions: Sequence[str], table: Table, kubectl: str = ""
+) -> str:
+    """One HTML page, nothing outside it: the settings, the picture inline, the decisions, the ``kubectl`` command
+    and its answer when the run asked it, and the table."""
     image = (
         f'<img alt="per-pod utilization, average and replicas over time" width="{WIDTH}" height="{HEIGHT}" '
         f'src="data:image/png;base64,{base64.b64encode(picture).decode()}">'
         if picture
         else "<p>No picture: matplotlib is not installed (<code>pip install 'gpuscale[plot]'</code>).</p>"
     )
+    asked = f"<h2>What the HPA reads, as you would ask it</h2>\n<pre>{html.escape(kubectl)}</pre>\n" if kubectl else ""
     return (
         f'<!doctype html>\n<html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)}</title>'
         f"<style>{STYLE}</style></head><body>\n<h1>{html.escape(title)}</h1>\n<pre>{html.escape(settings)}</pre>\n{image}\n"
-        f"<h2>Scaling decisions</h2>\n<pre>{html.escape(chr(10).join(decisions) or 'none')}</pre>\n"
+        f"<h2>Scaling decisions</h2>\n<pre>{html.escape(chr(10).join(decisions) or 'none')}</pre>\n{asked}"
         f"<h2>What the custom metrics API answered, every sync</h2>\n{table_html(table)}\n"
         "</body></html>\n"
     )

@@ -91,14 +91,14 @@ class Record:
     table: Table
     syncs: list[Sync] = field(default_factory=list)
     decisions: list[str] = field(default_factory=list)
+    kubectl: str = ""  # the command and its answer, as printed ("" until the run has asked)
 
 
-async def show_kubectl(
-    console: Console, controller: HpaController, adapter_url: str, workdir: Path, sync: Sync
-) -> None:
-    """Once: the command a user would type for what the HPA just read, and its answer, shortened."""
+async def show_kubectl(console: Console, controller: HpaController, adapter_url: str, workdir: Path, sync: Sync) -> str:
+    """Once: the command a user would type for what the HPA just read, and its answer, shortened; what it printed."""
     path = controller.metric_path(star="*")
-    console.print(f"\nwhat the HPA reads, as you would ask it:\n$ {kubectl.user_command(path)}")
+    command = f"$ {kubectl.user_command(path)}"
+    console.print(f"\nwhat the HPA reads, as you would ask it:\n{command}")
     found = find_kubectl()
     answer, note = sync.answer, "(kubectl not found: the answer the HPA got over HTTP)"
     if found is not None:
@@ -107,7 +107,9 @@ async def show_kubectl(
             note = ""
         except RuntimeError as e:
             note = f"({e}: the answer the HPA got over HTTP)"
-    console.print(kubectl.shorten(answer) + (f"\n{note}" if note else "") + "\n")
+    shown = kubectl.shorten(answer) + (f"\n{note}" if note else "")
+    console.print(shown + "\n")
+    return f"{command}\n{shown}"
 
 
 async def control_loop(
@@ -141,7 +143,7 @@ async def control_loop(
                 everyone = len(sync.pods) >= min(2, spec.max_replicas) and set(sync.pods) <= set(sync.values)
                 if not shown and everyone:
                     shown = True
-                    await show_kubectl(console, controller, stack.adapter_url, workdir, sync)
+                    record.kubectl = await show_kubectl(console, controller, stack.adapter_url, workdir, sync)
             average = record.syncs[-1].decision.proposal.average if record.syncs else None
             replicas = f"{deployment.replicas} replica{'s' if deployment.replicas != 1 else ''}"
             shown_average = "-" if average is None else f"{average:.0f}"
@@ -163,8 +165,9 @@ def settings_text(spec: HpaSpec, script: LoadScript) -> str:
 
 
 def write_outputs(
-    console: Console, record: Record, spec: HpaSpec, script: LoadScript, settings: str, png: Path, html: Path | None
+    console: Console, record: Record, spec: HpaSpec, script: LoadScript, header: str, png: Path, html: Path | None
 ) -> None:
+    """The picture, and with ``html`` the page: ``header`` (the settings, as printed) and the record of the run."""
     title = "gpuscale demo: an HPA on gpu_utilization from the custom metrics API"
     picture = chart.png(record.syncs, spec, title, script.total) if chart.available() and record.syncs else None
     if picture is not None:
@@ -173,7 +176,8 @@ def write_outputs(
     elif not chart.available():
         console.print("no picture: matplotlib is not installed (pip install 'gpuscale[plot]'); the table is the record")
     if html is not None:
-        html.write_text(chart.page(title, settings, picture, record.decisions, record.table), encoding="utf-8")
+        text = chart.page(title, header, picture, record.decisions, record.table, record.kubectl)
+        html.write_text(text, encoding="utf-8")
         console.print(f"page: {html.resolve()}")
 
 
@@ -194,12 +198,12 @@ async def run(seconds: float, target: float, simulate: bool, png: Path, html: Pa
             prometheus = stack.prometheus.url if stack.prometheus else ""
             console.print(f"custom metrics API: {stack.adapter_url}/apis/custom.metrics.k8s.io/v1beta2 ; "
                           f"Prometheus: {prometheus} ; collector: {stack.collector_url}/metrics\n")  # fmt: skip
-            settings = settings_text(spec, script)
-            console.print(settings + "\n")
+            header = settings_text(spec, script)
             if seconds < FULL_LOOP_SECONDS:
-                console.print(f"note: in {seconds:g} s the loop may end before it scales back down: the syncs every "
-                              f"3 s and the metrics' lag of about 2 s do not stretch with the run "
-                              f"({FULL_LOOP_SECONDS:g} s or more shows both)\n")  # fmt: skip
+                header += (f"\n\nnote: in {seconds:g} s the loop may end before it scales back down: the syncs every "
+                           f"3 s and the metrics' lag of about 2 s do not stretch with the run "
+                           f"({FULL_LOOP_SECONDS:g} s or more shows both)")  # fmt: skip
+            console.print(header + "\n")
             if not simulate:
                 console.print(f"starting gpuscale-load on {len(node.gpus)} GPU(s), idle until a replica lands on one")
             await node.work.start()
@@ -210,7 +214,7 @@ async def run(seconds: float, target: float, simulate: bool, png: Path, html: Pa
                 await node.work.close()  # the workers first, while what they are measured by still runs
         path = [record.syncs[0].decision.current] + [s.decision.replicas for s in record.syncs if s.decision.scales]
         console.print(f"\nreplicas: {' → '.join(map(str, path))}; every process the demo started has stopped")
-        write_outputs(console, record, spec, script, settings, png, html)
+        write_outputs(console, record, spec, script, header, png, html)
     finally:
         if node is not None:
             await node.work.close()
