@@ -26,8 +26,9 @@ def available() -> bool:
     return importlib.util.find_spec("matplotlib") is not None
 
 
-def png(syncs: Sequence[Sync], spec: HpaSpec, title: str, work: Callable[[float], float] | None = None) -> bytes:
-    """The picture, WIDTH x HEIGHT pixels; ``work``: the total work at a second, drawn with the replicas."""
+def png(syncs: Sequence[Sync], spec: HpaSpec, title: str | None, work: Callable[[float], float] | None = None) -> bytes:
+    """The picture, WIDTH x HEIGHT pixels, titled unless ``title`` is None; ``work``: the total work at a second,
+    drawn with the replicas."""
     # the object API, not pyplot: no global figure state and no GUI backend chosen behind our back
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
@@ -37,7 +38,8 @@ def png(syncs: Sequence[Sync], spec: HpaSpec, title: str, work: Callable[[float]
     pods_axes, average_axes, replicas_axes = figure.subplots(
         3, 1, sharex=True, gridspec_kw={"height_ratios": [3, 2, 1.6]}
     )
-    figure.suptitle(title)
+    if title is not None:
+        figure.suptitle(title)
     t = [s.at for s in syncs]
 
     pods = list(dict.fromkeys(name for s in syncs for name in s.values))
@@ -82,11 +84,15 @@ def png(syncs: Sequence[Sync], spec: HpaSpec, title: str, work: Callable[[float]
     return out.getvalue()
 
 
-# The table's 11 columns at most (6 replicas, 2 pods on a shared GPU) fit in 800 pixels with headers in the normal
-# weight (bold ones are a column's width wider); narrower, it scrolls in its own box.
+# The settings, the decisions and kubectl's answer are console text: kept as lines (pre) but wrapped at the page's
+# width, anywhere in a long word (a JSON item, the metric's path), so that nothing runs off the side; the picture
+# shrinks with a narrow window. The table's 11 columns at most (6 replicas, 2 pods on a shared GPU) fit in 800 pixels
+# with headers in the normal weight (bold ones are a column's width wider); narrower, it scrolls in its own box.
 STYLE = (
     "body{font-family:sans-serif;margin:2em}"
-    "pre{background:#f6f6f6;padding:1em;overflow-x:auto}"
+    "@media (max-width:60em){body{margin:1em}}"
+    "pre{background:#f6f6f6;padding:1em;white-space:pre-wrap;overflow-wrap:anywhere}"
+    "img{max-width:100%;height:auto}"
     ".scroll{overflow-x:auto}"
     "table{border-collapse:collapse;font-size:.85em;font-variant-numeric:tabular-nums}"
     "th,td{padding:.1em .4em;text-align:right;white-space:nowrap}"
@@ -117,8 +123,8 @@ def table_html(table: Table) -> str:
 def page(
     title: str, settings: str, picture: bytes | None, decisions: Sequence[str], table: Table, kubectl: str = ""
 ) -> str:
-    """One HTML page, nothing outside it: the settings, the picture inline, the decisions, the ``kubectl`` command
-    and its answer when the run asked it, and the table."""
+    """One HTML page, nothing outside it: the settings, the picture inline (drawn without a title: the page's heading
+    is the title), the decisions, the ``kubectl`` command and its answer when the run asked it, and the table."""
     image = (
         f'<img alt="per-pod utilization, average and replicas over time" width="{WIDTH}" height="{HEIGHT}" '
         f'src="data:image/png;base64,{base64.b64encode(picture).decode()}">'
@@ -127,8 +133,10 @@ def page(
     )
     asked = f"<h2>What the HPA reads, as you would ask it</h2>\n<pre>{html.escape(kubectl)}</pre>\n" if kubectl else ""
     return (
-        f'<!doctype html>\n<html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)}</title>'
-        f"<style>{STYLE}</style></head><body>\n<h1>{html.escape(title)}</h1>\n<pre>{html.escape(settings)}</pre>\n{image}\n"
+        f'<!doctype html>\n<html lang="en"><head><meta charset="utf-8">'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        f"<title>{html.escape(title)}</title><style>{STYLE}</style></head><body>\n"
+        f"<h1>{html.escape(title)}</h1>\n<pre>{html.escape(settings)}</pre>\n{image}\n"
         f"<h2>Scaling decisions</h2>\n<pre>{html.escape(chr(10).join(decisions) or 'none')}</pre>\n{asked}"
         f"<h2>What the custom metrics API answered, every sync</h2>\n{table_html(table)}\n"
         "</body></html>\n"

@@ -169,14 +169,17 @@ def write_outputs(
 ) -> None:
     """The picture, and with ``html`` the page: ``header`` (the settings, as printed) and the record of the run."""
     title = "gpuscale demo: an HPA on gpu_utilization from the custom metrics API"
-    picture = chart.png(record.syncs, spec, title, script.total) if chart.available() and record.syncs else None
+    drawn = chart.available() and bool(record.syncs)
+    picture = chart.png(record.syncs, spec, title, script.total) if drawn else None
     if picture is not None:
         png.write_bytes(picture)
         console.print(f"picture: {png.resolve()}")
     elif not chart.available():
         console.print("no picture: matplotlib is not installed (pip install 'gpuscale[plot]'); the table is the record")
     if html is not None:
-        text = chart.page(title, header, picture, record.decisions, record.table, record.kubectl)
+        # the page's heading is the title: its picture goes without one, or the page would say it twice
+        inline = chart.png(record.syncs, spec, None, script.total) if drawn else None
+        text = chart.page(title, header, inline, record.decisions, record.table, record.kubectl)
         html.write_text(text, encoding="utf-8")
         console.print(f"page: {html.resolve()}")
 
