@@ -20,6 +20,7 @@ run: setup
 test: setup
 	scripts/ensure-prometheus
 	scripts/ensure-victoria-metrics
+	scripts/ensure-chromium
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
 
 lint: setup

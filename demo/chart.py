@@ -1,8 +1,9 @@
 """The run as a picture: per-pod utilization, the average against the target, and the replicas, over time.
 
 matplotlib is an optional extra (``pip install 'gpuscale[plot]'``; GPU machines often lack it): without it there
-is no picture, and the table the run printed is the record. ``page`` puts the picture (as base64, no file beside
-it), the decisions and the table in one self-contained HTML page.
+is no picture, and the table the run printed is the record. ``page`` puts the settings, the picture (as base64, no
+file beside it), the decisions, the ``kubectl get --raw`` the run printed with its answer, and the table (an HTML
+table with the console's header row) in one self-contained HTML page.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from collections.abc import Callable, Sequence
 
 from demo.hpa import HpaSpec
 from demo.hpa_controller import Sync
+from demo.table import SHARED, Table
 
 WIDTH, HEIGHT, DPI = 1200, 900, 100  # pixels of the PNG
 
@@ -24,8 +26,9 @@ def available() -> bool:
     return importlib.util.find_spec("matplotlib") is not None
 
 
-def png(syncs: Sequence[Sync], spec: HpaSpec, title: str, work: Callable[[float], float] | None = None) -> bytes:
-    """The picture, WIDTH x HEIGHT pixels; ``work``: the total work at a second, drawn with the replicas."""
+def png(syncs: Sequence[Sync], spec: HpaSpec, title: str | None, work: Callable[[float], float] | None = None) -> bytes:
+    """The picture, WIDTH x HEIGHT pixels, titled unless ``title`` is None; ``work``: the total work at a second,
+    drawn with the replicas."""
     # the object API, not pyplot: no global figure state and no GUI backend chosen behind our back
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
@@ -35,7 +38,8 @@ def png(syncs: Sequence[Sync], spec: HpaSpec, title: str, work: Callable[[float]
     pods_axes, average_axes, replicas_axes = figure.subplots(
         3, 1, sharex=True, gridspec_kw={"height_ratios": [3, 2, 1.6]}
     )
-    figure.suptitle(title)
+    if title is not None:
+        figure.suptitle(title)
     t = [s.at for s in syncs]
 
     pods = list(dict.fromkeys(name for s in syncs for name in s.values))
@@ -80,19 +84,60 @@ def png(syncs: Sequence[Sync], spec: HpaSpec, title: str, work: Callable[[float]
     return out.getvalue()
 
 
-def page(title: str, settings: str, picture: bytes | None, decisions: Sequence[str], table: str) -> str:
-    """One HTML page, nothing outside it: the picture inline, the decisions, the table."""
+# The settings, the decisions and kubectl's answer are console text: kept as lines (pre) but wrapped at the page's
+# width, anywhere in a long word (a JSON item, the metric's path), so that nothing runs off the side; the picture
+# shrinks with a narrow window. The table's 11 columns at most (6 replicas, 2 pods on a shared GPU) fit in 800 pixels
+# with headers in the normal weight (bold ones are a column's width wider); narrower, it scrolls in its own box.
+STYLE = (
+    "body{font-family:sans-serif;margin:2em}"
+    "@media (max-width:60em){body{margin:1em}}"
+    "pre{background:#f6f6f6;padding:1em;white-space:pre-wrap;overflow-wrap:anywhere}"
+    "img{max-width:100%;height:auto}"
+    ".scroll{overflow-x:auto}"
+    "table{border-collapse:collapse;font-size:.85em;font-variant-numeric:tabular-nums}"
+    "th,td{padding:.1em .4em;text-align:right;white-space:nowrap}"
+    "th{font-weight:normal;background:#eee}"
+    "thead tr:last-child th{border-bottom:1px solid #888}"
+    ".shared{border-left:1px solid #888}"
+)
+
+
+def table_html(table: Table) -> str:
+    """The console's table as an HTML table: the same header and cells, numbers right-aligned, the shared GPU's pods
+    set off by a rule, with their own heading above them as the console's header line ends with it."""
+
+    def cells(tag: str, row: Sequence[str]) -> str:
+        opening = [f'<{tag} class="shared">' if n == table.first_shared else f"<{tag}>" for n in range(len(row))]
+        return "".join(f"{o}{html.escape(cell)}</{tag}>" for o, cell in zip(opening, row, strict=True))
+
+    head = f"<tr>{cells('th', table.columns)}</tr>"
+    if table.shared:
+        head = (
+            f'<tr><th colspan="{table.first_shared}"></th><th class="shared" colspan="{len(table.shared)}">'
+            f"{html.escape(SHARED)}</th></tr>{head}"
+        )
+    body = "\n".join(f"<tr>{cells('td', row)}</tr>" for row in table.rows)
+    return f'<div class="scroll"><table>\n<thead>{head}</thead>\n<tbody>\n{body}\n</tbody>\n</table></div>'
+
+
+def page(
+    title: str, settings: str, picture: bytes | None, decisions: Sequence[str], table: Table, kubectl: str = ""
+) -> str:
+    """One HTML page, nothing outside it: the settings, the picture inline (drawn without a title: the page's heading
+    is the title), the decisions, the ``kubectl`` command and its answer when the run asked it, and the table."""
     image = (
         f'<img alt="per-pod utilization, average and replicas over time" width="{WIDTH}" height="{HEIGHT}" '
         f'src="data:image/png;base64,{base64.b64encode(picture).decode()}">'
         if picture
         else "<p>No picture: matplotlib is not installed (<code>pip install 'gpuscale[plot]'</code>).</p>"
     )
+    asked = f"<h2>What the HPA reads, as you would ask it</h2>\n<pre>{html.escape(kubectl)}</pre>\n" if kubectl else ""
     return (
-        f'<!doctype html>\n<html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)}</title>'
-        "<style>body{font-family:sans-serif;margin:2em}pre{background:#f6f6f6;padding:1em;overflow-x:auto}</style>"
-        f"</head><body>\n<h1>{html.escape(title)}</h1>\n<pre>{html.escape(settings)}</pre>\n{image}\n"
-        f"<h2>Scaling decisions</h2>\n<pre>{html.escape(chr(10).join(decisions) or 'none')}</pre>\n"
-        f"<h2>What the custom metrics API answered, every sync</h2>\n<pre>{html.escape(table)}</pre>\n"
+        f'<!doctype html>\n<html lang="en"><head><meta charset="utf-8">'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        f"<title>{html.escape(title)}</title><style>{STYLE}</style></head><body>\n"
+        f"<h1>{html.escape(title)}</h1>\n<pre>{html.escape(settings)}</pre>\n{image}\n"
+        f"<h2>Scaling decisions</h2>\n<pre>{html.escape(chr(10).join(decisions) or 'none')}</pre>\n{asked}"
+        f"<h2>What the custom metrics API answered, every sync</h2>\n{table_html(table)}\n"
         "</body></html>\n"
     )

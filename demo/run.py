@@ -19,7 +19,6 @@ import shutil
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -33,6 +32,7 @@ from demo.hpa import Autoscaler, HpaSpec
 from demo.hpa_controller import HpaController, Sync
 from demo.node import Node, has_gpu, real_node, simulated_node
 from demo.stack import Stack
+from demo.table import Table
 from demo.workload import LoadScript, Workload
 from harness.kube.api import TOKEN
 from harness.kube.kubectl import find_kubectl
@@ -55,24 +55,6 @@ SCALE_DOWN_WINDOW = 12.0  # Kubernetes' default is 300 s, which would not fit in
 # The syncs (3 s), the values' lag (~2 s) and a new pod's first value do not stretch: below this the climb to 4 and
 # the way back may not both fit (at 30 s, with a window that did not stretch, the run ended before the scale-down)
 FULL_LOOP_SECONDS = 45.0
-
-
-def table_header(pods: Sequence[str], others: Sequence[str]) -> str:
-    shared = " | " + " ".join(f"{p:>8}" for p in others) + " (one shared GPU)" if others else ""
-    return f"{'t':>5}  replicas  average " + " ".join(f"{p:>9}" for p in pods) + shared
-
-
-def _cells(values: dict[str, float], names: Sequence[str], width: int) -> str:
-    return " ".join(f"{values[n]:{width}.1f}" if n in values else "-".rjust(width) for n in names)
-
-
-def table_row(sync: Sync, pods: Sequence[str], others: dict[str, float], other_names: Sequence[str]) -> str:
-    average = sync.decision.proposal.average
-    shared = f" | {_cells(others, other_names, 8)}" if other_names else ""
-    return (
-        f"{sync.at:4.0f}s  {sync.decision.current:8d}  {'-' if average is None else f'{average:.1f}':>7} "
-        f"{_cells(sync.values, pods, 9)}{shared}"
-    )
 
 
 def decision_line(sync: Sync, target: float) -> str:
@@ -106,17 +88,17 @@ def worth_saying(sync: Sync, previous: Sync | None) -> bool:
 
 @dataclass
 class Record:
+    table: Table
     syncs: list[Sync] = field(default_factory=list)
-    rows: list[str] = field(default_factory=list)
     decisions: list[str] = field(default_factory=list)
+    kubectl: str = ""  # the command and its answer, as printed ("" until the run has asked)
 
 
-async def show_kubectl(
-    console: Console, controller: HpaController, adapter_url: str, workdir: Path, sync: Sync
-) -> None:
-    """Once: the command a user would type for what the HPA just read, and its answer, shortened."""
+async def show_kubectl(console: Console, controller: HpaController, adapter_url: str, workdir: Path, sync: Sync) -> str:
+    """Once: the command a user would type for what the HPA just read, and its answer, shortened; what it printed."""
     path = controller.metric_path(star="*")
-    console.print(f"\nwhat the HPA reads, as you would ask it:\n$ {kubectl.user_command(path)}")
+    command = f"$ {kubectl.user_command(path)}"
+    console.print(f"\nwhat the HPA reads, as you would ask it:\n{command}")
     found = find_kubectl()
     answer, note = sync.answer, "(kubectl not found: the answer the HPA got over HTTP)"
     if found is not None:
@@ -125,7 +107,9 @@ async def show_kubectl(
             note = ""
         except RuntimeError as e:
             note = f"({e}: the answer the HPA got over HTTP)"
-    console.print(kubectl.shorten(answer) + (f"\n{note}" if note else "") + "\n")
+    shown = kubectl.shorten(answer) + (f"\n{note}" if note else "")
+    console.print(shown + "\n")
+    return f"{command}\n{shown}"
 
 
 async def control_loop(
@@ -134,13 +118,12 @@ async def control_loop(
     deployment = Deployment("trainer", node.gpus, lambda pods: stack.set_pods([*pods, *node.others]))
     deployment.scale(spec.min_replicas)
     workload = Workload(script, deployment, node.work)
-    pods = [f"trainer-{n}" for n in range(spec.max_replicas)]
-    other_names = [p.name for p in node.others]
-    record = Record()
+    table = Table(tuple(f"trainer-{n}" for n in range(spec.max_replicas)), tuple(p.name for p in node.others))
+    record = Record(table)
     async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10)) as session:
         controller = HpaController(session, stack.adapter_url, stack.kube.url, TOKEN, stack.namespace,
                                    "gpu_utilization", deployment, Autoscaler(spec))  # fmt: skip
-        console.print(table_header(pods, other_names))
+        console.print(table.header())
         shown = False
         started = time.monotonic()
         next_sync = 0.0
@@ -150,18 +133,17 @@ async def control_loop(
                 next_sync += SYNC_PERIOD
                 sync = await controller.sync(elapsed)
                 await workload.update(elapsed)  # new replicas take their share at once
-                others = await stack.pod_metric("gpu_utilization", "app=infer") if other_names else {}
+                others = await stack.pod_metric("gpu_utilization", "app=infer") if table.shared else {}
                 previous = record.syncs[-1] if record.syncs else None
                 record.syncs.append(sync)
-                record.rows.append(table_row(sync, pods, others, other_names))
-                console.print(record.rows[-1])
+                console.print(table.line(table.add(sync, others)))
                 if worth_saying(sync, previous):
                     record.decisions.append(decision_line(sync, spec.target))
                     console.print("   → " + record.decisions[-1].lstrip())
                 everyone = len(sync.pods) >= min(2, spec.max_replicas) and set(sync.pods) <= set(sync.values)
                 if not shown and everyone:
                     shown = True
-                    await show_kubectl(console, controller, stack.adapter_url, workdir, sync)
+                    record.kubectl = await show_kubectl(console, controller, stack.adapter_url, workdir, sync)
             average = record.syncs[-1].decision.proposal.average if record.syncs else None
             replicas = f"{deployment.replicas} replica{'s' if deployment.replicas != 1 else ''}"
             shown_average = "-" if average is None else f"{average:.0f}"
@@ -183,18 +165,22 @@ def settings_text(spec: HpaSpec, script: LoadScript) -> str:
 
 
 def write_outputs(
-    console: Console, record: Record, spec: HpaSpec, script: LoadScript, settings: str, png: Path, html: Path | None
+    console: Console, record: Record, spec: HpaSpec, script: LoadScript, header: str, png: Path, html: Path | None
 ) -> None:
+    """The picture, and with ``html`` the page: ``header`` (the settings, as printed) and the record of the run."""
     title = "gpuscale demo: an HPA on gpu_utilization from the custom metrics API"
-    picture = chart.png(record.syncs, spec, title, script.total) if chart.available() and record.syncs else None
+    drawn = chart.available() and bool(record.syncs)
+    picture = chart.png(record.syncs, spec, title, script.total) if drawn else None
     if picture is not None:
         png.write_bytes(picture)
         console.print(f"picture: {png.resolve()}")
     elif not chart.available():
         console.print("no picture: matplotlib is not installed (pip install 'gpuscale[plot]'); the table is the record")
     if html is not None:
-        table = "\n".join(record.rows)
-        html.write_text(chart.page(title, settings, picture, record.decisions, table), encoding="utf-8")
+        # the page's heading is the title: its picture goes without one, or the page would say it twice
+        inline = chart.png(record.syncs, spec, None, script.total) if drawn else None
+        text = chart.page(title, header, inline, record.decisions, record.table, record.kubectl)
+        html.write_text(text, encoding="utf-8")
         console.print(f"page: {html.resolve()}")
 
 
@@ -215,12 +201,12 @@ async def run(seconds: float, target: float, simulate: bool, png: Path, html: Pa
             prometheus = stack.prometheus.url if stack.prometheus else ""
             console.print(f"custom metrics API: {stack.adapter_url}/apis/custom.metrics.k8s.io/v1beta2 ; "
                           f"Prometheus: {prometheus} ; collector: {stack.collector_url}/metrics\n")  # fmt: skip
-            settings = settings_text(spec, script)
-            console.print(settings + "\n")
+            header = settings_text(spec, script)
             if seconds < FULL_LOOP_SECONDS:
-                console.print(f"note: in {seconds:g} s the loop may end before it scales back down: the syncs every "
-                              f"3 s and the metrics' lag of about 2 s do not stretch with the run "
-                              f"({FULL_LOOP_SECONDS:g} s or more shows both)\n")  # fmt: skip
+                header += (f"\n\nnote: in {seconds:g} s the loop may end before it scales back down: the syncs every "
+                           f"3 s and the metrics' lag of about 2 s do not stretch with the run "
+                           f"({FULL_LOOP_SECONDS:g} s or more shows both)")  # fmt: skip
+            console.print(header + "\n")
             if not simulate:
                 console.print(f"starting gpuscale-load on {len(node.gpus)} GPU(s), idle until a replica lands on one")
             await node.work.start()
@@ -231,7 +217,7 @@ async def run(seconds: float, target: float, simulate: bool, png: Path, html: Pa
                 await node.work.close()  # the workers first, while what they are measured by still runs
         path = [record.syncs[0].decision.current] + [s.decision.replicas for s in record.syncs if s.decision.scales]
         console.print(f"\nreplicas: {' → '.join(map(str, path))}; every process the demo started has stopped")
-        write_outputs(console, record, spec, script, settings, png, html)
+        write_outputs(console, record, spec, script, header, png, html)
     finally:
         if node is not None:
             await node.work.close()

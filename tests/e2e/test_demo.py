@@ -24,6 +24,7 @@ from demo.hpa import Autoscaler, HpaSpec, propose
 from demo.hpa_controller import HpaController, Sync
 from demo.node import INFER, simulated_node
 from demo.stack import CUSTOM, Stack
+from demo.table import Table
 from demo.workload import LoadScript, Workload
 from harness.kube.api import TOKEN
 from harness.kube.kubectl import find_kubectl
@@ -155,7 +156,7 @@ async def test_the_hpa_scales_the_deployment_up_as_work_arrives_and_back_down_as
 
     picture = chart.png(syncs, spec, "test", lambda t: 2.7)
     assert png_size(picture) == (chart.WIDTH, chart.HEIGHT) == (1200, 900)
-    page = chart.page("test", "settings", picture, ["a decision"], "a table")
+    page = chart.page("test", "settings", picture, ["a decision"], Table(("trainer-0",)))
     assert '<img alt="per-pod utilization' in page
     assert "data:image/png;base64,iVBORw0KGgo" in page  # the PNG itself, inline
     assert "http" not in page  # nothing to fetch
