@@ -5,19 +5,22 @@ as a process, a fresh one for each row, and opens ``--counts`` connections of ea
 
   heads   sends a request head of ``--head-kib`` KiB in 8 KiB lines, never the blank line that ends it
   idle    opens the TCP connection and sends nothing (with TLS: not even a ClientHello)
+  kept    sends one whole request (``GET /health``), reads the answer and keeps the connection open, idle: past the
+          connection limit (1,000) these are the strangers that renew their requests now and then
 
 Its VmRSS (/proc/<pid>/status) is read before, once all are open (peak), and ``--settle`` seconds after they are
 closed; meanwhile a scrape on a new connection shows whether the collector still serves Prometheus, and the connections
 are held ``--hold`` seconds to count those the collector closed by itself. ``--root`` runs another checkout's
 collector (an older one, for the figures before a change). Prints a Markdown table.
 
-    python -m bench.collector_connections [--counts 200,500] [--kinds heads,idle] [--tls] [--hold 40] [--root DIR]
+    python -m bench.collector_connections [--counts 200,500] [--kinds heads,idle,kept] [--tls] [--hold 40] [--root DIR]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import ssl
 import subprocess
@@ -89,12 +92,17 @@ async def attack(
         try:
             # TLS for the heads, whose bytes the collector reads; an idle TLS connection is a TCP one with no hello
             reader, writer = await asyncio.open_connection(
-                "127.0.0.1", port, ssl=client_tls() if tls and kind == "heads" else None
+                "127.0.0.1", port, ssl=client_tls() if tls and kind != "idle" else None
             )
         except OSError:
             break
         if kind == "heads":
             writer.write(b"GET /metrics HTTP/1.1\r\nHost: x\r\n" + line * (head_kib // 8))
+        elif kind == "kept":
+            writer.write(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+            # refused at the limit: counted below as closed by the collector
+            with contextlib.suppress(OSError, TimeoutError, asyncio.IncompleteReadError):
+                await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
         readers.append(reader)
         writers.append(writer)
     await asyncio.gather(*(w.drain() for w in writers), return_exceptions=True)

@@ -6,10 +6,11 @@ open connections, no deadline for a request's head nor bound on its size, and as
 stage:
 
 - at most ``max_connections`` open. At the limit a new connection takes the place of the oldest one that has not
-  yet sent a complete request head (closed at once), so that strangers who open connections and send nothing
-  cannot shut out the aggregator, the probes or Prometheus, whose requests follow their connections within
-  milliseconds; only when every open connection has sent a request is the new one closed as it is accepted, before
-  any TLS work or buffer;
+  yet sent a complete request head, else of the oldest one that waits between requests and presented no client
+  certificate (closed at once), so that strangers who open connections, and send nothing or a request now and then,
+  cannot shut out the aggregator (whose front-proxy certificate keeps its connections), the probes or Prometheus,
+  whose requests follow their connections within milliseconds; only when every open connection is answering a
+  request or holds a certificate is the new one closed as it is accepted, before any TLS work or buffer;
 - the TLS handshake within ``handshake_timeout``;
 - each request head within ``header_timeout`` of its first byte (the first one: of the handshake) and at most
   ``max_head_bytes`` long (``heads.py``);
@@ -40,7 +41,7 @@ from aiohttp import web
 from common import heads
 from common.heap import malloc_trim
 from common.log_limit import LogLimit, left_out
-from common.request_handler import handler_for
+from common.request_handler import Handler, handler_for
 
 log = logging.getLogger(__name__)
 
@@ -86,12 +87,19 @@ def runner(app: web.Application, limits: Limits, access_log: logging.Logger | No
 
 
 class _Slot:
-    """An accepted connection as the site follows it: its transport, to close it if it must make room."""
+    """An accepted connection as the site follows it: its transport, to close it if it must make room, and its
+    handler, which tells whether it is answering a request and whether its client presented a certificate."""
 
-    __slots__ = ("transport",)
+    __slots__ = ("handler", "transport")
 
-    def __init__(self) -> None:
+    def __init__(self, handler: Handler) -> None:
+        self.handler = handler
         self.transport: asyncio.BaseTransport | None = None
+
+    @property
+    def yields(self) -> bool:
+        """Whether a newcomer may take its place: waiting between requests, without a client certificate."""
+        return self.transport is not None and self.handler.idle and not self.handler.certified
 
     def opened(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport
@@ -167,6 +175,7 @@ class BoundedSite(web.BaseSite):
         self._closes = 0
         self._trim_timer: asyncio.TimerHandle | None = None
         self._unproven: dict[_Slot, None] = {}  # connections without a complete request head yet, oldest first
+        self._slots: dict[_Slot, None] = {}  # every open connection, oldest first
 
     @property
     def name(self) -> str:
@@ -184,8 +193,9 @@ class BoundedSite(web.BaseSite):
         server = self._runner.server
         assert server is not None, "the runner is set up before a site starts"
         self.open += 1
-        slot = _Slot()
+        slot = _Slot(handler_for(server))
         self._unproven[slot] = None
+        self._slots[slot] = None
         limits = self.limits
 
         def proven() -> None:
@@ -196,22 +206,28 @@ class BoundedSite(web.BaseSite):
 
         head_limits = (limits.header_timeout, limits.max_head_bytes, self._closed_early)
         if self._ssl_context is None:
-            return heads.Heads(handler_for(server), *head_limits, closed, opened=slot.opened, proven=proven)
-        http = heads.Heads(handler_for(server), *head_limits, proven=proven)
+            return heads.Heads(slot.handler, *head_limits, closed, opened=slot.opened, proven=proven)
+        http = heads.Heads(slot.handler, *head_limits, proven=proven)
         return _TLS(http, self._ssl_context, limits.handshake_timeout, closed, slot.opened)
 
     def _make_room(self) -> bool:
-        """Close the oldest connection that has sent no complete request head; False when there is none."""
+        """Close the oldest connection that has sent no complete request head, else the oldest that waits between
+        requests without a client certificate; False when there is none."""
         oldest = next((s for s in self._unproven if s.transport is not None), None)
+        why = "the oldest without a complete request"
+        if oldest is None:
+            oldest = next((s for s in self._slots if s.yields), None)
+            why = "the oldest idle one without a client certificate"
         if oldest is None or oldest.transport is None:
             return False
-        del self._unproven[oldest]
+        self._unproven.pop(oldest, None)
+        del self._slots[oldest]
         held = self._log_limit.allow("made room")
         if held is not None:
             log.warning(
-                "closed the connection from %s, the oldest without a complete request, to take a new one: %d are "
-                "open, the most allowed%s",
+                "closed the connection from %s, %s, to take a new one: %d are open, the most allowed%s",
                 _address(oldest.transport.get_extra_info("peername")),
+                why,
                 self.open,
                 left_out(held, self._log_limit.interval),
             )
@@ -220,6 +236,7 @@ class BoundedSite(web.BaseSite):
 
     def _closed(self, slot: _Slot) -> None:
         self._unproven.pop(slot, None)
+        self._slots.pop(slot, None)
         self.open -= 1
         self._closes += 1
         if self._closes >= TRIM_AFTER_CLOSES and self._trim_timer is None:
@@ -234,7 +251,8 @@ class BoundedSite(web.BaseSite):
         held = self._log_limit.allow("refused")
         if held is not None:
             log.warning(
-                "refused a connection from %s: %d are open, the most allowed, each with a request%s",
+                "refused a connection from %s: %d are open, the most allowed, each answering a request or holding a "
+                "client certificate%s",
                 _address(peer),
                 self.open,
                 left_out(held, self._log_limit.interval),

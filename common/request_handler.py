@@ -20,6 +20,19 @@ log = logging.getLogger(__name__)
 class Handler(web_protocol.RequestHandler):
     __slots__ = ()
 
+    @property
+    def idle(self) -> bool:
+        """Whether the connection waits between requests (no request being answered): one a newcomer may take the
+        place of. aiohttp keeps this as private state (3.10 and later); without it every connection counts as idle."""
+        return not getattr(self, "_request_in_progress", False)
+
+    @property
+    def certified(self) -> bool:
+        """Whether the client presented a certificate the TLS handshake verified (the aggregator's front proxy, a
+        client of the web configuration's CA)."""
+        ssl_object = self.transport.get_extra_info("ssl_object") if self.transport is not None else None
+        return ssl_object is not None and ssl_object.getpeercert(binary_form=True) is not None
+
     def handle_error(
         self,
         request: web.BaseRequest,

@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import asyncio
 import ssl
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+import trustme
 from aiohttp import web
 
-from adapter.security.tls import self_signed
 from common.connections import TRIM_AFTER_CLOSES, BoundedSite, Limits, runner
 from harness.waiting import wait_until
 
@@ -29,24 +29,37 @@ class Served:
     port: int
     client: ssl.SSLContext | None
     trims: list[int] = field(default_factory=list)
+    certified: ssl.SSLContext | None = None  # a client that presents a certificate of the CA the server trusts
 
-    async def connect(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
-        return await asyncio.open_connection("127.0.0.1", self.port, ssl=self.client)
+    async def connect(self, certified: bool = False) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        return await asyncio.open_connection("127.0.0.1", self.port, ssl=self.certified if certified else self.client)
 
 
 @asynccontextmanager
-async def serve(tmp_path: Path, limits: Limits, tls: bool = True) -> AsyncIterator[Served]:
-    client = None
-    server = None
+async def serve(
+    tmp_path: Path,
+    limits: Limits,
+    tls: bool = True,
+    slow: Callable[[web.Request], Awaitable[web.Response]] | None = None,
+) -> AsyncIterator[Served]:
+    """``slow``: the handler of ``/slow``."""
+    client = certified = server = None
     if tls:
-        cert, key = self_signed(["127.0.0.1"])
-        (tmp_path / "tls.crt").write_bytes(cert)
-        (tmp_path / "tls.key").write_bytes(key)
+        # as the adapter serves: a client certificate is asked for, and checked when one is presented
+        ca = trustme.CA()
         server = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-        server.load_cert_chain(tmp_path / "tls.crt", tmp_path / "tls.key")
-        client = ssl.create_default_context(cafile=str(tmp_path / "tls.crt"))
+        ca.issue_cert("127.0.0.1").configure_cert(server)
+        server.verify_mode = ssl.CERT_OPTIONAL
+        ca.configure_trust(server)
+        client = ssl.create_default_context()
+        ca.configure_trust(client)
+        certified = ssl.create_default_context()
+        ca.configure_trust(certified)
+        ca.issue_cert("front-proxy-client").configure_cert(certified)
     app = web.Application()
     app.router.add_get("/", hello)
+    if slow is not None:
+        app.router.add_get("/slow", slow)
     app_runner = runner(app, limits, None)
     await app_runner.setup()
     trims: list[int] = []
@@ -55,7 +68,7 @@ async def serve(tmp_path: Path, limits: Limits, tls: bool = True) -> AsyncIterat
     )
     await site.start()
     try:
-        yield Served(site, app_runner.addresses[0][1], client, trims)
+        yield Served(site, app_runner.addresses[0][1], client, trims, certified)
     finally:
         await app_runner.cleanup()
 
@@ -229,9 +242,9 @@ async def test_a_connection_that_never_starts_its_handshake_is_closed(tmp_path: 
         await wait_until(lambda: served.site.open == 0, what="the connection to be counted as closed")
 
 
-async def test_connections_beyond_the_limit_are_refused_while_earlier_ones_are_served(tmp_path: Path) -> None:
+async def test_connections_beyond_the_limit_are_refused_while_earlier_ones_hold_certificates(tmp_path: Path) -> None:
     async with serve(tmp_path, Limits(max_connections=3)) as served:
-        kept = [await served.connect() for _ in range(3)]
+        kept = [await served.connect(certified=True) for _ in range(3)]
         for reader, writer in kept:
             assert await answer(reader, writer) == b"HTTP/1.1 200 OK"
         assert served.site.open == 3
@@ -254,12 +267,56 @@ async def test_connections_beyond_the_limit_are_refused_while_earlier_ones_are_s
             w.close()
 
 
+async def test_at_the_limit_a_new_connection_takes_the_place_of_the_oldest_idle_one_without_a_certificate(
+    tmp_path: Path,
+) -> None:
+    """Strangers who send a request now and then and keep their connections cannot shut out the probes or a newcomer;
+    the aggregator's connection, which presents its front-proxy certificate, is never the one closed for them."""
+    async with serve(tmp_path, Limits(max_connections=3)) as served:
+        aggregator = await served.connect(certified=True)
+        assert await answer(*aggregator) == b"HTTP/1.1 200 OK"
+        strangers = [await served.connect() for _ in range(2)]
+        for stranger in strangers:
+            assert await answer(*stranger) == b"HTTP/1.1 200 OK"  # then they idle, keeping their connections
+        for _ in range(4):  # probes, each on a new connection
+            probe = await served.connect()
+            assert await answer(*probe) == b"HTTP/1.1 200 OK"
+            strangers.append(probe)
+        for reader, _ in strangers[:-2]:  # the oldest idle ones made room, in turn
+            assert await closed_by_server(reader, 10)
+        assert await answer(*aggregator) == b"HTTP/1.1 200 OK"  # still open, through every newcomer
+        for _, w in (aggregator, *strangers):
+            w.close()
+
+
+async def test_a_connection_answering_a_request_is_not_closed_to_make_room(tmp_path: Path) -> None:
+    entered, release = asyncio.Event(), asyncio.Event()
+
+    async def slow(request: web.Request) -> web.Response:
+        entered.set()
+        await release.wait()
+        return web.Response(text="ok")
+
+    async with serve(tmp_path, Limits(max_connections=1), tls=False, slow=slow) as served:
+        reader, writer = await served.connect()
+        writer.write(b"GET /slow HTTP/1.1\r\nHost: adapter\r\n\r\n")
+        await asyncio.wait_for(entered.wait(), 10)
+        other_reader, other_writer = await served.connect()
+        assert await closed_by_server(other_reader, 10)  # refused: the only connection is being answered
+        other_writer.close()
+        release.set()
+        head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
+        assert head.startswith(b"HTTP/1.1 200 OK")
+        writer.close()
+
+
 async def test_plain_http_has_the_same_bounds(tmp_path: Path) -> None:
     async with serve(tmp_path, Limits(header_timeout=0.5, max_connections=1), tls=False) as served:
         reader, writer = await served.connect()
         assert await answer(reader, writer) == b"HTTP/1.1 200 OK"
         other_reader, other_writer = await served.connect()
-        assert await closed_by_server(other_reader, 10)  # beyond the limit of one, which has sent a request
+        assert await answer(other_reader, other_writer) == b"HTTP/1.1 200 OK"  # it took the idle one's place
+        assert await closed_by_server(reader, 10)
         other_writer.close()
         writer.close()
         await wait_until(lambda: served.site.open == 0, what="the connection to close")
