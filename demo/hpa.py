@@ -1,11 +1,17 @@
-"""The HorizontalPodAutoscaler's algorithm for one Pods metric with an AverageValue target, as Kubernetes documents
-it ("Horizontal Pod Autoscaling", algorithm details and configurable scaling behavior) and its controller does it:
+"""The HorizontalPodAutoscaler's algorithm for one metric, a Pods metric with an AverageValue target or an External
+metric with a Value or AverageValue target, as Kubernetes documents it ("Horizontal Pod Autoscaling", algorithm
+details and configurable scaling behavior) and its controller does it:
 
 1. ``propose`` (the replica calculator): the ratio of the average of the values returned to the target; within the
    tolerance (0.1) of 1 nothing changes, else ``ceil(ratio x pods with a value)``. Pods the selector matches that
    have no value are *missing*: the average is computed again with them at 0 on a scale-up and at the target on a
    scale-down, and when that ratio is within the tolerance or points the other way nothing changes. No pods, or no
    values at all, is an error (the HPA's FailedGetPodsMetric): no scaling, and no recommendation recorded.
+   ``propose_external``: the external metric's items are summed; with a Value target the ratio of the sum to the
+   target, within the tolerance nothing changes, else ``ceil(ratio x ready pods)``; with an AverageValue target the
+   ratio of the sum to ``target x replicas``, outside the tolerance ``ceil(sum / target)``. At zero replicas
+   (``minReplicas: 0``, HPAScaleToZero) both come to ``ceil(sum / target)``: any demand wakes the workload, none
+   keeps it at zero.
 2. ``Autoscaler.decide``: every recommendation is kept with its time; a scale-up goes no higher than the lowest
    recommendation of the scale-up stabilization window, a scale-down no lower than the highest of the scale-down
    window (defaults 0 s and 300 s); then minReplicas and maxReplicas bound it.
@@ -49,6 +55,28 @@ class Proposal:
 def _ratio(values: Collection[float], target: float) -> tuple[float, float]:
     average = sum(values) / len(values)
     return average, average / target
+
+
+def propose_external(current: int, ready: int, values: Collection[float], spec: HpaSpec, per_pod: bool) -> Proposal:
+    """What the replica calculator recommends for an External metric whose items are ``values`` (summed), ``ready``
+    of the ``current`` replicas ready; ``per_pod``: an AverageValue target, else a Value target."""
+    if not values:
+        return Proposal(None, None, None, (), "no value for the metric (FailedGetExternalMetric)")
+    total = sum(values)
+    if current == 0:  # scale from zero: the ratio to the target alone, whatever the target type
+        replicas = math.ceil(total / spec.target)
+        return Proposal(replicas, total, total / spec.target, (), f"from zero: ceil({total:g} / {spec.target:g})")
+    if per_pod:
+        ratio = total / (spec.target * current)
+        if abs(ratio - 1.0) <= spec.tolerance:
+            return Proposal(current, total, ratio, (), f"ratio {ratio:.2f} within the tolerance of 1")
+        replicas = math.ceil(total / spec.target)
+        return Proposal(replicas, total, ratio, (), f"ceil({total:g} / {spec.target:g}) = {replicas}")
+    ratio = total / spec.target
+    if abs(ratio - 1.0) <= spec.tolerance:
+        return Proposal(current, total, ratio, (), f"ratio {ratio:.2f} within the tolerance of 1")
+    replicas = math.ceil(ratio * ready)
+    return Proposal(replicas, total, ratio, (), f"ceil({ratio:.2f} x {ready} ready) = {replicas}")
 
 
 def propose(current: int, pods: Collection[str], values: Mapping[str, float], spec: HpaSpec) -> Proposal:
@@ -103,8 +131,12 @@ class Autoscaler:
         self._recommendations: list[tuple[float, int]] = []
 
     def decide(self, at: float, current: int, pods: Collection[str], values: Mapping[str, float]) -> Decision:
+        """A sync on a Pods metric: the pods the selector matches and the values the API returned."""
+        return self.settle(at, current, propose(current, pods, values, self.spec))
+
+    def settle(self, at: float, current: int, proposal: Proposal) -> Decision:
+        """What the controller makes of ``proposal``: stabilization, then minReplicas and maxReplicas."""
         spec = self.spec
-        proposal = propose(current, pods, values, spec)
         if current > spec.max_replicas or current < spec.min_replicas:
             bound = min(max(current, spec.min_replicas), spec.max_replicas)
             return Decision(at, current, proposal, bound, "outside minReplicas..maxReplicas")

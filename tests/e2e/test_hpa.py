@@ -2,7 +2,7 @@
 
 import pytest
 
-from demo.hpa import Autoscaler, HpaSpec, propose
+from demo.hpa import Autoscaler, HpaSpec, propose, propose_external
 
 
 def pods(n: int) -> list[str]:
@@ -134,3 +134,48 @@ def test_a_decision_scales_only_when_the_replicas_change() -> None:
     scaler = Autoscaler(HpaSpec(70))
     assert not scaler.decide(0, 3, pods(3), dict.fromkeys(pods(3), 72.0)).scales
     assert scaler.decide(1, 3, pods(3), dict.fromkeys(pods(3), 95.0)).scales
+
+
+# External metrics (replica_calculator.go's GetExternalMetricReplicas and GetExternalPerPodMetricReplicas): the items
+# are summed; from zero replicas (HPAScaleToZero) both target types give ceil(sum / target).
+@pytest.mark.parametrize(
+    ("current", "ready", "values", "target", "per_pod", "desired"),
+    [
+        (0, 0, [12.0], 5.0, True, 3),  # 12 requests waiting, 5 per replica: ceil(12/5) wakes 3 from zero
+        (0, 0, [3.0, 4.0], 5.0, True, 2),  # the items summed: ceil(7/5)
+        (0, 0, [0.0], 5.0, True, 0),  # nothing waiting keeps it at zero
+        (0, 0, [1.0], 5.0, False, 1),  # a Value target from zero: ceil(1/5)
+        (2, 2, [30.0], 5.0, True, 6),  # AverageValue: ratio 30/(5x2) = 3, ceil(30/5)
+        (2, 2, [10.5], 5.0, True, 2),  # ratio 1.05: within the tolerance
+        (4, 4, [0.0], 5.0, True, 0),  # demand gone: the calculator says zero; minReplicas bounds it (below)
+        (3, 2, [20.0], 10.0, False, 4),  # Value: ceil(2.0 x 2 ready)
+    ],
+)
+def test_the_external_metric_formula_from_and_to_zero(
+    current: int, ready: int, values: list[float], target: float, per_pod: bool, desired: int
+) -> None:
+    assert propose_external(current, ready, values, HpaSpec(target), per_pod).replicas == desired
+
+
+def test_no_external_value_is_no_recommendation() -> None:
+    proposal = propose_external(0, 0, [], HpaSpec(5.0), per_pod=True)
+    assert proposal.replicas is None
+    assert "FailedGetExternalMetric" in proposal.why
+
+
+def test_scale_to_zero_and_back_with_min_replicas_zero() -> None:
+    hpa = Autoscaler(HpaSpec(5.0, min_replicas=0, max_replicas=8, scale_down_window=0))
+
+    def sync(at: float, current: int, demand: float) -> int:
+        return hpa.settle(at, current, propose_external(current, current, [demand], hpa.spec, per_pod=True)).replicas
+
+    assert sync(0, 0, 0.0) == 0
+    assert sync(15, 0, 12.0) == 3
+    assert sync(30, 3, 40.0) == 8  # ceil(40/5), bounded by maxReplicas
+    assert sync(45, 8, 0.0) == 0
+    assert (
+        Autoscaler(HpaSpec(5.0, min_replicas=1))
+        .settle(0, 1, propose_external(1, 1, [0.0], HpaSpec(5.0), True))
+        .replicas
+        == 1
+    )
