@@ -80,18 +80,19 @@ class Rule:
         # namespaces are core v1 in every cluster: no discovery needed to find their label
         return self.label_for(NAMESPACES, BUILT_IN)
 
-    def declared(self, mapping: RestMapping) -> tuple[str, str, tuple[tuple[str, ResourceInfo], ...]] | None:
-        """(series, API name, (label, resource) pairs) when the rule pins them down without asking Prometheus."""
-        series = self.series_query.literal_name()
-        if series is None or not self.accepts(series):
-            return None
-        name = self.api_name(series)
-        if not name:
-            return None
+    def declared(self, mapping: RestMapping) -> list[tuple[str, str, tuple[tuple[str, ResourceInfo], ...]]]:
+        """(series, API name, (label, resource) pairs) for each series name the rule pins down without asking
+        Prometheus (one, or an alternation of plain names)."""
         # a namespaced resource needs the namespace label too, as in discovery
         has_namespace = self.namespace_label is not None
         found = self.mapper.resolved_overrides(mapping)
-        return series, name, tuple((label, info) for label, info in found if has_namespace or not info.namespaced)
+        pairs = tuple((label, info) for label, info in found if has_namespace or not info.namespaced)
+        declared = []
+        for series in self.series_query.literal_names():
+            name = self.api_name(series) if self.accepts(series) else None
+            if name:
+                declared.append((series, name, pairs))
+        return declared
 
 
 @dataclass(frozen=True)

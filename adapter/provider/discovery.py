@@ -2,20 +2,20 @@
 
 Each relist asks, per rule, which series the rule's ``seriesQuery`` selects with samples in the last
 ``--metrics-max-age`` (``/api/v1/series`` with ``start``) in the rule's backend (``relist.py``), as prometheus-adapter
-does: a series that stops being
-written leaves the catalog once its last sample is older than that. The label APIs cannot say this (they filter by
-time only per storage block, hours long), so they only name the candidates: a rule that does not pin one series name
-gets its names from ``/api/v1/label/__name__/values``, and then one series listing per name the rule accepts, so
-that each answer is bounded by one metric's series. The answers are reduced as they are read to series names and the
-label names they carry; the catalog keeps metric names, never series.
+does: a series that stops being written leaves the catalog once its last sample is older than that. The label APIs
+cannot say this (they filter by time only per storage block, hours long), so they only name the candidates: a rule
+that does not pin its series names (one, or an alternation of plain names such as
+``__name__=~"vllm:num_requests_waiting|tgi_queue_size"``) gets its names from ``/api/v1/label/__name__/values``, and
+then one series listing per name the rule accepts, so that each answer is bounded by one metric's series. The answers
+are reduced as they are read to series names and the label names they carry; the catalog keeps metric names, never
+series.
 
 Which labels name which resources is decided with the REST mapping (``naming/resources.py``): when the mapping
 changes (a CRD installed, a refresh after a request for an unknown resource), the catalog is built again from the
 last relist's findings, without asking Prometheus. A failed relist keeps the last good findings (of a backend that
-failed, when others answered). Rules that pin their
-series and resources (the built-in GPU rules do) are in the catalog before the first relist and stay there when
-Prometheus has none of their series yet. The relist is a source (``common/freshness.py``), reported but never failing
-``/readyz``.
+failed, when others answered). Rules that pin their series and resources (the built-in GPU and inference rules do)
+are in the catalog before the first relist and stay there when Prometheus has none of their series yet. The relist
+is a source (``common/freshness.py``), reported but never failing ``/readyz``.
 """
 
 from __future__ import annotations
@@ -136,16 +136,12 @@ def build_catalog(
     declared: _Found = {}
     declared_external: _FoundExternal = {}
     for rule in rules.rules:
-        d = rule.declared(mapping)
-        if d:
-            series, name, pairs = d
+        for series, name, pairs in rule.declared(mapping):
             for label, info in pairs:
                 source = MetricSource(rule, series, label)
                 declared.setdefault((name, info.group_resource), (info, []))[1].append(source)
     for rule in rules.external_rules:
-        d = rule.declared(mapping)
-        if d:
-            series, name, _ = d
+        for series, name, _ in rule.declared(mapping):
             declared_external.setdefault(name.lower(), (name, []))[1].append(MetricSource(rule, series))
     found: _Found = {}
     found_external: _FoundExternal = {}

@@ -98,11 +98,15 @@ class _Lister:
         return shapes
 
     async def selectors(self, rule: Rule) -> list[SeriesSelector]:
-        """What ``rule`` lists: its query when it pins one name, else the query once per name the label values give
-        and the rule accepts (the label values may name series long gone, which their listing leaves out)."""
+        """What ``rule`` lists: its query when it pins one name, once per name when it pins several
+        (``__name__=~"a|b"``), else once per name the label values give and the rule accepts (the label values may
+        name series long gone, which their listing leaves out)."""
         query, backend = rule.series_query, rule.backend
-        if query.literal_name() is not None:
+        pinned = query.literal_names()
+        if len(pinned) == 1:
             return [query]
+        if pinned:
+            return [query.pinned_to(n) for n in pinned if rule.accepts(n) and rule.api_name(n)]
         names = [n for n in await self.names(backend, str(query)) if rule.accepts(n) and rule.api_name(n)]
         return [SeriesSelector(query.name, (*query.matchers, ("__name__", "=", n))) for n in names]
 

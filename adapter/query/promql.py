@@ -103,10 +103,28 @@ class SeriesSelector:
 
     def literal_name(self) -> str | None:
         """The one metric name this selector can match, if it pins one."""
+        names = self.literal_names()
+        return names[0] if len(names) == 1 else None
+
+    def literal_names(self) -> tuple[str, ...]:
+        """The metric names this selector can match, if it pins them: its name, ``__name__="a"``, or an alternation
+        of plain names ``__name__=~"a|b|c"`` (each alternative a metric name, no regex operator); else none."""
         if self.name:
-            return self.name
-        names = [v for label, op, v in self.matchers if label == "__name__" and op == "="]
-        return names[0] if names else None
+            return (self.name,)
+        for label, op, value in self.matchers:
+            if label == "__name__" and op == "=":
+                return (value,)
+        for label, op, value in self.matchers:
+            if label == "__name__" and op == "=~":
+                names = tuple(dict.fromkeys(value.split("|")))
+                if all(_METRIC_NAME.fullmatch(n) for n in names):
+                    return names
+        return ()
+
+    def pinned_to(self, name: str) -> SeriesSelector:
+        """This selector for the one metric ``name``, one of its ``literal_names``."""
+        rest = tuple(m for m in self.matchers if m[0] != "__name__")
+        return SeriesSelector(None, (("__name__", "=", name), *rest))
 
     def __str__(self) -> str:
         parts = [f"{label}{op}{quote(value)}" for label, op, value in self.matchers]

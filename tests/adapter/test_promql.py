@@ -186,6 +186,31 @@ def test_literal_name(text: str, literal: str | None) -> None:
     assert parse_series_selector(text).literal_name() == literal
 
 
+@pytest.mark.parametrize(
+    ("text", "names"),
+    [
+        ("up", ("up",)),
+        ('{__name__="up",a="b"}', ("up",)),
+        (
+            '{__name__=~"vllm:num_requests_waiting|tgi_queue_size",pod!=""}',
+            ("vllm:num_requests_waiting", "tgi_queue_size"),
+        ),
+        ('{__name__=~"up|up"}', ("up",)),
+        ('{__name__=~"DCGM_.*"}', ()),  # a pattern, not names
+        ('{__name__=~"up|do.n"}', ()),
+        ('{__name__=~"up|",a="b"}', ()),  # the empty alternative is no name
+        ('{pod!=""}', ()),
+    ],
+)
+def test_literal_names(text: str, names: tuple[str, ...]) -> None:
+    assert parse_series_selector(text).literal_names() == names
+
+
+def test_a_selector_pinned_to_one_of_its_names_keeps_its_other_matchers() -> None:
+    selector = parse_series_selector('{__name__=~"a|b",pod!="",exported_pod=""}')
+    assert str(selector.pinned_to("b")) == '{__name__="b",pod!="",exported_pod=""}'
+
+
 def test_a_selector_is_written_back_with_its_matchers_escaped() -> None:
     selector = parse_series_selector('{__name__=~"DCGM_.*",pod!=""}')
     assert str(SeriesSelector(None, (*selector.matchers, ("__name__", "=", "x")))) == (

@@ -116,9 +116,8 @@ def test_declared_metrics_follow_the_mapping() -> None:
         "  resources: {overrides: {namespace: {resource: namespace}, rc: {group: ray.io, resource: rayclusters}}}",
         "cfg",
     ).rules[0]
-    assert rule.declared(BUILT_IN) == ("ray_up", "ray_up", (("namespace", BUILT_IN.lookup("namespaces")),))
-    declared = rule.declared(RestMapping([*BUILT_IN, RAY]))
-    assert declared is not None
+    assert rule.declared(BUILT_IN) == [("ray_up", "ray_up", (("namespace", BUILT_IN.lookup("namespaces")),))]
+    [declared] = rule.declared(RestMapping([*BUILT_IN, RAY]))
     assert [(label, i.group_resource) for label, i in declared[2]] == [
         ("namespace", GroupResource("namespaces")),
         ("rc", GroupResource("rayclusters", "ray.io")),
