@@ -14,6 +14,7 @@ from adapter.components import COMPONENTS, Components
 from adapter.settings import Settings
 from harness.kube.api import FakeKubeAPIServer
 from harness.kube.cluster import SecureAdapter
+from harness.stores import engines
 
 
 def populate(kube: FakeKubeAPIServer) -> None:
@@ -34,6 +35,11 @@ def populate(kube: FakeKubeAPIServer) -> None:
     }.items():
         kube.put("pods", pod, labels, namespace="ml")
     kube.put("pods", "infer-0", {"app": "infer"}, namespace="serving")
+    # the inference engines' pods (harness/stores/engines.py)
+    for namespace in ("llm", "stack"):
+        kube.put("namespaces", namespace, {"team": "inference"})
+    for engine in {(e.namespace, e.pod): e for e in engines.pods()}.values():
+        kube.put("pods", engine.pod, {"app": engine.app}, namespace=engine.namespace)
 
 
 def settings_for(prometheus_url: str, kubeconfig: Path | None, **overrides: Any) -> Settings:

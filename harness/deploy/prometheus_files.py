@@ -47,6 +47,7 @@ def offline_scrape_config(discovered: dict[str, list[dict[str, Any]]]) -> dict[s
     for job in config["scrape_configs"]:
         sd = job.pop("kubernetes_sd_configs")
         assert [s["role"] for s in sd] == ["pod"]
-        assert [s["namespaces"]["names"] for s in sd] == [[NAMESPACE]]
-        job["static_configs"] = discovered[job["job_name"]]
+        # gpuscale's own pods in its namespace; the inference engines wherever they run
+        assert [s.get("namespaces", {}).get("names") for s in sd] in ([[NAMESPACE]], [None])
+        job["static_configs"] = discovered.get(job["job_name"], [])
     return config

@@ -2,9 +2,10 @@
 
 Kubernetes' own kinds (APIService included: apiregistration.k8s.io is built in) are validated by kubernetes-validate
 against the OpenAPI schemas it ships, strictly (an unknown field is an error). The Prometheus Operator's
-ServiceMonitor and PrometheusRule are custom resources that kubernetes-validate has no schema for; they are validated
-against the JSON schemas in schemas/, written for this project from the Operator's API (every field the manifests
-may use, with its type; any other field is an error). A kind with no schema at all is an error, never a skip.
+ServiceMonitor, PodMonitor and PrometheusRule are custom resources that kubernetes-validate has no schema for; they
+are validated against the JSON schemas in schemas/, written for this project from the Operator's API (every field
+the manifests may use, with its type; any other field is an error). A kind with no schema at all is an error, never
+a skip.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ SCHEMAS = Path(__file__).parent / "schemas"
 CUSTOM_KINDS = {
     ("monitoring.coreos.com/v1", "ServiceMonitor"): "servicemonitor.schema.json",
     ("monitoring.coreos.com/v1", "PrometheusRule"): "prometheusrule.schema.json",
+    ("monitoring.coreos.com/v1", "PodMonitor"): "podmonitor.schema.json",
 }
 
 

@@ -84,8 +84,10 @@ def run_prometheus(
     scrape_interval: str = "1s",
     extra_config: dict[str, Any] | None = None,
     extra_args: list[str] | None = None,
+    extra_jobs: list[dict[str, Any]] | None = None,
 ) -> Iterator[Prometheus]:
-    """Start Prometheus scraping ``scrape_targets`` (host:port) and stop it on exit."""
+    """Start Prometheus scraping ``scrape_targets`` (host:port), and the scrape jobs of ``extra_jobs``, and stop it on
+    exit."""
     port = free_port()
     config: dict[str, Any] = {
         "global": {"scrape_interval": scrape_interval, "evaluation_interval": scrape_interval},
@@ -94,7 +96,8 @@ def run_prometheus(
                 "job_name": "under-test",
                 "honor_labels": True,
                 "static_configs": [{"targets": scrape_targets or []}],
-            }
+            },
+            *(extra_jobs or []),
         ],
     }
     if extra_config:

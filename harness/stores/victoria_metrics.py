@@ -47,14 +47,20 @@ class VictoriaMetrics(Prometheus):
 
 @contextmanager
 def run_victoria_metrics(
-    tmp: Path, scrape_targets: list[str] | None = None, scrape_interval: str = "1s", extra_args: list[str] | None = None
+    tmp: Path,
+    scrape_targets: list[str] | None = None,
+    scrape_interval: str = "1s",
+    extra_args: list[str] | None = None,
+    extra_jobs: list[dict[str, Any]] | None = None,
 ) -> Iterator[VictoriaMetrics]:
-    """Start VictoriaMetrics scraping ``scrape_targets`` (host:port) and stop it on exit."""
+    """Start VictoriaMetrics scraping ``scrape_targets`` (host:port), and the scrape jobs of ``extra_jobs``, and stop
+    it on exit."""
     port = free_port()
     config = {
         "global": {"scrape_interval": scrape_interval},
         "scrape_configs": [
-            {"job_name": "under-test", "honor_labels": True, "static_configs": [{"targets": scrape_targets or []}]}
+            {"job_name": "under-test", "honor_labels": True, "static_configs": [{"targets": scrape_targets or []}]},
+            *(extra_jobs or []),
         ],
     }
     tmp.mkdir(parents=True, exist_ok=True)

@@ -1,5 +1,8 @@
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -17,6 +20,7 @@ from common.freshness import DEFAULT_TIMING, Timing
 from harness.adapter.in_process import Adapter, MakeSecure, populate, settings_for
 from harness.kube.api import FakeKubeAPIServer
 from harness.kube.cluster import Cluster, SecureAdapter, grant_cluster_roles
+from harness.stores import engines
 from harness.stores.exporter import FB, GPU, TENSOR, Exporter, exposition
 from harness.stores.kinds import PROMETHEUS
 from harness.stores.prometheus import Prometheus, run_prometheus
@@ -27,6 +31,18 @@ from harness.waiting import eventually, wait_until
 AiohttpClient = Callable[[web.Application], Awaitable[TestClient[web.Request, web.Application]]]
 AiohttpServer = Callable[..., Awaitable[TestServer]]
 SERIES_AWAITED = (GPU, FB, TENSOR, "queue_depth", "weird_value", "big_value")
+# the engines' pages, and a rate over two scrapes of each kind of counter: the inference metrics need both
+ENGINE_SERIES_AWAITED = (
+    '{__name__="vllm:num_requests_waiting"}',
+    '{__name__="sglang:num_queue_reqs"}',
+    "tgi_queue_size",
+    "nv_inference_pending_request_count",
+    "inference_extension_flow_control_queue_size",
+    '{__name__="vllm:num_incoming_requests_total"}',
+    'rate({__name__="vllm:time_to_first_token_seconds_count"}[1m]) > 0',
+    "rate(nv_inference_request_success[1m]) > 0",
+    "rate(tgi_request_count[1m]) > 0",
+)
 
 
 @pytest.fixture(scope="session")
@@ -36,17 +52,47 @@ def exporter() -> Iterator[Exporter]:
 
 
 @pytest.fixture(scope="session")
-def prometheus(tmp_path_factory: pytest.TempPathFactory, exporter: Exporter) -> Iterator[Prometheus]:
-    with run_prometheus(tmp_path_factory.mktemp("prometheus"), scrape_targets=[exporter.target]) as prom:
-        for name in SERIES_AWAITED:
+def engine_pages() -> Iterator[dict[str, engines.EnginePod]]:
+    """Each engine pod's /metrics, by scrape target."""
+    with contextlib.ExitStack() as stack:
+        targets = {}
+        for pod in engines.pods():
+            page = engines.Page(pod.page)
+            targets[stack.enter_context(Exporter(page.text)).target] = pod
+        ENGINES_STARTED.append(time.monotonic())
+        yield targets
+
+
+ENGINES_STARTED: list[float] = []
+
+
+@pytest.fixture
+async def minute_of_engine_history(engine_pages: dict[str, engines.EnginePod]) -> None:
+    """Waits until the engines' counters have been scraped for over a minute: Prometheus's rate() over [1m] of a
+    younger series divides what it saw by the whole minute, so it reads low (a rate of 3/s read 0.34 at 12 s)."""
+    await asyncio.sleep(max(0.0, ENGINES_STARTED[0] + 65 - time.monotonic()))
+
+
+@pytest.fixture(scope="session")
+def prometheus(
+    tmp_path_factory: pytest.TempPathFactory, exporter: Exporter, engine_pages: dict[str, engines.EnginePod]
+) -> Iterator[Prometheus]:
+    with run_prometheus(
+        tmp_path_factory.mktemp("prometheus"), [exporter.target], extra_jobs=engines.scrape_jobs(engine_pages)
+    ) as prom:
+        for name in (*SERIES_AWAITED, *ENGINE_SERIES_AWAITED):
             prom.wait_for(name)
         yield prom
 
 
 @pytest.fixture(scope="session")
-def victoria_metrics(tmp_path_factory: pytest.TempPathFactory, exporter: Exporter) -> Iterator[VictoriaMetrics]:
-    with run_victoria_metrics(tmp_path_factory.mktemp("victoria-metrics"), scrape_targets=[exporter.target]) as vm:
-        for name in SERIES_AWAITED:
+def victoria_metrics(
+    tmp_path_factory: pytest.TempPathFactory, exporter: Exporter, engine_pages: dict[str, engines.EnginePod]
+) -> Iterator[VictoriaMetrics]:
+    with run_victoria_metrics(
+        tmp_path_factory.mktemp("victoria-metrics"), [exporter.target], extra_jobs=engines.scrape_jobs(engine_pages)
+    ) as vm:
+        for name in (*SERIES_AWAITED, *ENGINE_SERIES_AWAITED):
             vm.wait_for(name)
         yield vm
 

@@ -69,6 +69,13 @@ async def test_external_resource_list(adapter: Adapter) -> None:
         "gpu_sm_active",
         "gpu_tensor_active",
         "gpu_dram_active",
+        "inference_requests_waiting",
+        "inference_requests_running",
+        "inference_kv_cache_usage",
+        "inference_time_to_first_token_seconds",
+        "inference_queue_time_seconds",
+        "inference_demand",
+        "inference_request_rate",
     }
     assert {r["kind"] for r in body["resources"]} == {"ExternalMetricValueList"}
 

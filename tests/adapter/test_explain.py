@@ -83,6 +83,13 @@ async def test_discovery_requests_list_the_catalog(adapter: Adapter) -> None:
         "gpu_sm_active",
         "gpu_tensor_active",
         "gpu_utilization",
+        "inference_demand",
+        "inference_kv_cache_usage",
+        "inference_queue_time_seconds",
+        "inference_request_rate",
+        "inference_requests_running",
+        "inference_requests_waiting",
+        "inference_time_to_first_token_seconds",
     ]
 
 

@@ -159,22 +159,32 @@ def test_an_override_resolves_once_the_rest_mapping_knows_its_resource() -> None
     assert rule.label_for(rollouts, installed) == "r"
 
 
-def test_default_rules_declare_the_gpu_metrics() -> None:
+GPU_METRICS = {"gpu_utilization", "gpu_memory_used", "gpu_engine_active", "gpu_sm_active", "gpu_tensor_active",
+               "gpu_dram_active"}  # fmt: skip
+INFERENCE_METRICS = {"inference_requests_waiting", "inference_requests_running", "inference_kv_cache_usage",
+                     "inference_time_to_first_token_seconds", "inference_queue_time_seconds"}  # fmt: skip
+
+
+def test_default_rules_declare_the_gpu_and_inference_metrics() -> None:
+    """Every built-in rule pins its series names, so each metric is listed before any relist, for every resource."""
     rules = load_rules(None)
     declared: dict[tuple[str, str], list[str]] = {}
     for rule in rules.rules:
-        d = rule.declared(BUILT_IN)
-        assert d is not None, rule.where
-        series, name, pairs = d
-        for _, info in pairs:
-            declared.setdefault((name, str(info.group_resource)), []).append(series)
-    names = {"gpu_utilization", "gpu_memory_used", "gpu_engine_active", "gpu_sm_active", "gpu_tensor_active",
-             "gpu_dram_active"}  # fmt: skip
+        found = rule.declared(BUILT_IN)
+        assert found, rule.where
+        for series, name, pairs in found:
+            for _, info in pairs:
+                declared.setdefault((name, str(info.group_resource)), []).append(series)
+    names = GPU_METRICS | INFERENCE_METRICS
     assert {name for name, _ in declared} == names
     for name in names:
         for resource in ("pods", "namespaces", "nodes"):
             assert (name, resource) in declared
-    assert {r.declared(BUILT_IN)[1] for r in rules.external_rules if r.declared(BUILT_IN)} == names  # type: ignore[index]
+    assert set(declared["inference_requests_waiting", "pods"]) == {
+        "vllm:num_requests_waiting", "sglang:num_queue_reqs", "tgi_queue_size", "nv_inference_pending_request_count"
+    }  # fmt: skip
+    external = {name for r in rules.external_rules for _, name, _ in r.declared(BUILT_IN)}
+    assert external == names | {"inference_demand", "inference_request_rate"}
 
 
 def test_default_pod_rules_accept_both_label_spellings() -> None:

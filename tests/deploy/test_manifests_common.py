@@ -117,6 +117,25 @@ def test_the_dashboard_configmap_carries_the_dashboard_file() -> None:
     assert json.loads(data) == json.loads((MANIFESTS / "dashboards" / "gpuscale-gpus.json").read_text())
 
 
+EXAMPLE_METRICS = {
+    "gpu-hpa": [
+        {
+            "type": "Pods",
+            "pods": {"metric": {"name": "gpu_utilization"}, "target": {"type": "AverageValue", "averageValue": "70"}},
+        }
+    ],
+    "inference-hpa": [
+        {
+            "type": "External",
+            "external": {
+                "metric": {"name": "inference_demand"},
+                "target": {"type": "AverageValue", "averageValue": "5"},
+            },
+        }
+    ],
+}
+
+
 @pytest.mark.parametrize("directory", EXAMPLES, ids=label)
 def test_the_example_hpa_scales_its_deployment_on_a_metric_the_adapter_serves(directory: Path) -> None:
     rendered = render(directory)
@@ -128,13 +147,22 @@ def test_the_example_hpa_scales_its_deployment_on_a_metric_the_adapter_serves(di
     assert target["metadata"]["namespace"] == hpas[0]["metadata"]["namespace"]
     limits = [c["resources"]["limits"] for c in containers(target)]
     assert any("nvidia.com/gpu" in lim for lim in limits), "the example workload holds no GPU"
-    assert spec["metrics"] == [
-        {
-            "type": "Pods",
-            "pods": {"metric": {"name": "gpu_utilization"}, "target": {"type": "AverageValue", "averageValue": "70"}},
-        }
-    ]
-    served_for_pods = {
-        r.name_as for r in parse_rules(default_rules_text(), "built-in").rules if r.label_for(PODS, BUILT_IN)
+    assert spec["metrics"] == EXAMPLE_METRICS[directory.name]
+    rules = parse_rules(default_rules_text(), "built-in")
+    served = {
+        "Pods": {r.name_as for r in rules.rules if r.label_for(PODS, BUILT_IN)},
+        "External": {r.name_as for r in rules.external_rules},
     }
-    assert "gpu_utilization" in served_for_pods
+    for metric in spec["metrics"]:
+        kind = metric["type"]
+        assert metric[kind.lower()]["metric"]["name"] in served[kind]
+    # scale to zero (HPAScaleToZero) takes an Object or External metric: at zero replicas no pod has a value
+    if spec.get("minReplicas", 1) == 0:
+        assert {m["type"] for m in spec["metrics"]} <= {"Object", "External"}
+
+
+def test_the_inference_example_is_scraped_as_the_inference_rules_expect() -> None:
+    template = render(MANIFESTS / "examples" / "inference-hpa").one("Deployment", "chat")["spec"]["template"]
+    assert template["metadata"]["labels"]["gpuscale.io/inference-engine"] == "true"
+    ports = {p["name"] for c in template["spec"]["containers"] for p in c["ports"]}
+    assert "metrics" in ports

@@ -124,4 +124,24 @@ def test_scrape_jobs_keep_the_pods_and_ports_the_manifests_make(job: str, contai
 def test_the_collector_job_keeps_the_collectors_pod_labels() -> None:
     [config] = [j for j in scrape_jobs() if j["job_name"] == "gpuscale-collector"]
     assert config["honor_labels"] is True
-    assert set(re.findall(r'job="([^"]+)"', RULES.read_text())) == {j["job_name"] for j in scrape_jobs()}
+    # the alerts watch gpuscale's own jobs, by the names the scrape config gives them (the engines' job is the users')
+    alerted = set(re.findall(r'job="([^"]+)"', RULES.read_text()))
+    assert alerted == {"gpuscale-collector", "gpuscale-adapter"}
+    assert alerted <= {j["job_name"] for j in scrape_jobs()}
+
+
+def test_the_inference_job_keeps_the_pods_labelled_as_engines_and_labels_them_as_the_rules_read_them() -> None:
+    [config] = [j for j in scrape_jobs() if j["job_name"] == "gpuscale-inference-engines"]
+    [keep] = [r for r in config["relabel_configs"] if r.get("action") == "keep"]
+    assert keep["source_labels"] == [
+        "__meta_kubernetes_pod_label_gpuscale_io_inference_engine",
+        "__meta_kubernetes_pod_container_port_name",
+    ]
+    template = render(MANIFESTS / "examples" / "inference-hpa").one("Deployment", "chat")["spec"]["template"]
+    label = template["metadata"]["labels"]["gpuscale.io/inference-engine"]
+    ports = [p["name"] for c in template["spec"]["containers"] for p in c["ports"]]
+    assert any(re.fullmatch(keep["regex"], f"{label};{port}") for port in ports)
+    assert not re.fullmatch(keep["regex"], ";metrics")  # a pod without the label
+    targets = {r["target_label"] for r in config["relabel_configs"] if "target_label" in r}
+    assert targets == {"namespace", "pod", "node"}  # what the inference rules' overrides read
+    assert "honor_labels" not in config  # the engines' own labels never name a pod
