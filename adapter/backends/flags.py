@@ -54,12 +54,14 @@ FLAGS: tuple[Flag, ...] = (
          help="deadline of one Prometheus query, 100ms to 5m"),
     flag("--prometheus-max-answer-bytes", field="prometheus.max_answer_bytes", parse=byte_size(64 * 1024, 1024**3),
          default="32Mi", help="largest Prometheus answer read, 64Ki to 1Gi; a larger one is refused with a 503"),
-    # Two answers of the default largest size at once, or many smaller ones; not less than one of that size, which
-    # could not be read at all. Reading and decoding hold about 4.3 bytes of memory per byte of answer
-    # (answer_budget.py): some 280 MiB at this default, which with the adapter's own 95 MiB stays under the
-    # manifests' 512Mi memory limit.
+    # One answer of the default largest size and half as much again of others; not less than one of that size,
+    # which could not be read at all. Reading and decoding hold about 4.3 bytes of memory per byte of answer
+    # (answer_budget.py): some 210 MiB here, which with the adapter's own 95 MiB, the query cache's 64 MiB and the
+    # answer memo's 32 MiB leaves room under the manifests' 512Mi memory limit. Six requests at once over 30 MB
+    # answers (bench/answer_budget.py) peaked at 327-336 MiB; at 64Mi at 388-450 MiB, in the same time (18-20 s):
+    # on two cores, decoding two answers at once is no faster.
     flag("--prometheus-max-bytes-in-flight", field="prometheus.max_bytes_in_flight",
-         parse=byte_size(64 * 1024, 64 * 1024**3, off=True), default="64Mi",
+         parse=byte_size(64 * 1024, 64 * 1024**3, off=True), default="48Mi",
          help="most bytes of Prometheus answers read and decoded at once, over every query and backend, 64Ki to "
          "64Gi, or 0 for no bound; an answer waits for room until its deadline (then a 503), one larger than this "
          "is refused with a 503; memory meanwhile is about 4 times this"),

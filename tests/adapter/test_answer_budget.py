@@ -184,7 +184,7 @@ async def test_every_backend_reads_into_the_one_budget(
     clients = list(components.backends.values())
     assert len(clients) == 3
     assert all(isinstance(c, PrometheusClient) and c.budget is components.answer_budget for c in clients)
-    assert components.answer_budget.limit == 64 * MiB
+    assert components.answer_budget.limit == 48 * MiB
 
 
 async def test_answers_that_each_hold_part_of_the_room_while_they_wait_for_more_all_end() -> None:

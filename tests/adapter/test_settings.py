@@ -17,7 +17,7 @@ def test_defaults_are_the_documented_ones() -> None:
     assert s.prometheus.verb == "GET"
     assert s.prometheus.timeout == 10.0
     assert s.prometheus.max_answer_bytes == 32 * 1024 * 1024
-    assert s.prometheus.max_bytes_in_flight == 64 * 1024 * 1024
+    assert s.prometheus.max_bytes_in_flight == 48 * 1024 * 1024
     assert s.relist_interval == 60.0
     assert s.max_age == 60.0
     assert s.cache_ttl == 0.25
