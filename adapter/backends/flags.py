@@ -58,7 +58,7 @@ FLAGS: tuple[Flag, ...] = (
     # which could not be read at all. Reading and decoding hold about 4.3 bytes of memory per byte of answer
     # (answer_budget.py): some 210 MiB here, which with the adapter's own 95 MiB, the query cache's 64 MiB and the
     # answer memo's 32 MiB leaves room under the manifests' 512Mi memory limit. Six requests at once over 30 MB
-    # answers (bench/answer_budget.py) peaked at 327-336 MiB; at 64Mi at 388-450 MiB, in the same time (18-20 s):
+    # answers (bench/answer_budget.py) peaked at 327-336 MiB; at 64Mi at 371-456 MiB, in the same time (18-21 s):
     # on two cores, decoding two answers at once is no faster.
     flag("--prometheus-max-bytes-in-flight", field="prometheus.max_bytes_in_flight",
          parse=byte_size(64 * 1024, 64 * 1024**3, off=True), default="48Mi",
