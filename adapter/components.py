@@ -14,6 +14,7 @@ import aiohttp
 from aiohttp import web
 
 from adapter.backends import prometheus_auth
+from adapter.backends.answer_budget import AnswerBudget
 from adapter.backends.api_resources import ApiDiscovery
 from adapter.backends.backend_specs import DEFAULT
 from adapter.backends.kube_api import KubeMetadataAPI, KubernetesMetadataAPI
@@ -57,6 +58,7 @@ class Components:
     resource_metrics: ResourceMetrics
     rest_mapper: RestMapper
     backends: Backends
+    answer_budget: AnswerBudget  # the room for answers being read, shared by every backend's client
 
     def background(self) -> list[Work]:
         work = [Work("discovery", self.discovery.run, self.discovery.source)]
@@ -109,13 +111,16 @@ async def components(
     metrics = metrics or AdapterMetrics()
     session: aiohttp.ClientSession | None = None
     owned_kube = kube_api is None
+    # one for every backend: answers from several servers fill the same memory
+    budget = AnswerBudget(settings.prometheus.max_bytes_in_flight)
     if prometheus is None:
         config, credentials = await prometheus_auth.resolve(
             settings.prometheus, settings.prometheus_auth_incluster, settings.prometheus_auth_config
         )
         session = make_session(config)  # the backends share their TLS settings, so one session serves them all
         configs = [config, *(backend_config(config, spec) for spec in settings.backends)]
-        backends = Backends({c.backend: PrometheusClient(session, c, metrics, credentials) for c in configs})
+        clients = {c.backend: PrometheusClient(session, c, metrics, credentials, budget) for c in configs}
+        backends = Backends(clients)
         prometheus = backends[DEFAULT]
     else:
         backends = Backends.of(prometheus)
@@ -160,6 +165,7 @@ async def components(
                 resource_metrics,
                 rest_mapper,
                 backends,
+                budget,
             )
         finally:
             if kube is not None and owned_kube:

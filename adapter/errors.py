@@ -17,7 +17,9 @@ GET, 406, 413) become ``Status`` objects at the same edge::
     └── BackendError             a backend failed; the client gets a generic message, the log gets the detail
         ├── PrometheusError      503 ServiceUnavailable: Prometheus unreachable, slow or answering errors
         │   ├── BadAnswer        503 ServiceUnavailable: an answer of the wrong shape; the client is told where it broke
-        │   │   └── AnswerTooLarge   503 ServiceUnavailable: an answer over --prometheus-max-answer-bytes, named
+        │   │   └── AnswerTooLarge   503 ServiceUnavailable: an answer over --prometheus-max-answer-bytes (or
+        │   │                        --prometheus-max-bytes-in-flight), named
+        │   ├── NoRoomForAnswer  503 ServiceUnavailable: no room under --prometheus-max-bytes-in-flight by the deadline
         │   └── QueryError       500 InternalError: Prometheus refused a query built from a rule
         └── KubernetesError      503 ServiceUnavailable: the Kubernetes API could not list objects
             ├── ResourceExpired  the watch's resourceVersion is gone (410); the reflector relists
@@ -113,7 +115,15 @@ class BadAnswer(PrometheusError):
 
 
 class AnswerTooLarge(BadAnswer):
-    """An answer over ``--prometheus-max-answer-bytes``, refused by its Content-Length or once that much was read."""
+    """An answer over ``--prometheus-max-answer-bytes``, or over ``--prometheus-max-bytes-in-flight`` where that is
+    less, refused by its Content-Length or once that much was read."""
+
+
+class NoRoomForAnswer(PrometheusError):
+    """Other answers held all of ``--prometheus-max-bytes-in-flight`` until the request's deadline. The client is told
+    so: trying again later can succeed, and the operator may want a larger bound."""
+
+    generic = "the adapter is reading as many Prometheus answers as --prometheus-max-bytes-in-flight allows; try again"
 
 
 class QueryError(PrometheusError):

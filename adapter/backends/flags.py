@@ -22,16 +22,18 @@ def headers(text: str) -> tuple[tuple[str, str], ...]:
 _BYTE_UNITS = {"Gi": 1024**3, "Mi": 1024**2, "Ki": 1024, "": 1}
 
 
-def byte_size(low: int, high: int) -> Callable[[str], int]:
-    """Bytes as a whole number, or with Kubernetes' binary suffix Ki, Mi or Gi, from ``low`` to ``high``."""
+def byte_size(low: int, high: int, off: bool = False) -> Callable[[str], int]:
+    """Bytes as a whole number, or with Kubernetes' binary suffix Ki, Mi or Gi, from ``low`` to ``high``; ``off``:
+    0 too, for no bound."""
+    valid = f"{show_bytes(low)} to {show_bytes(high)}{', or 0' if off else ''}"
 
     def parse(text: str) -> int:
         match = re.fullmatch(r"\s*(\d{1,15})(Ki|Mi|Gi)?\s*", text)
         if match is None:
             raise ValueError(f"{text!r} is not a number of bytes (a whole number, or one ending in Ki, Mi or Gi)")
         value = int(match[1]) * _BYTE_UNITS[match[2] or ""]
-        if not low <= value <= high:
-            raise ValueError(f"{text.strip()} is outside the valid range {show_bytes(low)} to {show_bytes(high)}")
+        if not (low <= value <= high or (off and value == 0)):
+            raise ValueError(f"{text.strip()} is outside the valid range {valid}")
         return value
 
     return parse
@@ -52,6 +54,17 @@ FLAGS: tuple[Flag, ...] = (
          help="deadline of one Prometheus query, 100ms to 5m"),
     flag("--prometheus-max-answer-bytes", field="prometheus.max_answer_bytes", parse=byte_size(64 * 1024, 1024**3),
          default="32Mi", help="largest Prometheus answer read, 64Ki to 1Gi; a larger one is refused with a 503"),
+    # One answer of the default largest size and half as much again of others; not less than one of that size,
+    # which could not be read at all. Reading and decoding hold about 4.3 bytes of memory per byte of answer
+    # (answer_budget.py): some 210 MiB here, which with the adapter's own 95 MiB, the query cache's 64 MiB and the
+    # answer memo's 32 MiB leaves room under the manifests' 512Mi memory limit. Six requests at once over 30 MB
+    # answers (bench/answer_budget.py) peaked at 327-336 MiB; at 64Mi at 371-456 MiB, in the same time (18-21 s):
+    # on two cores, decoding two answers at once is no faster.
+    flag("--prometheus-max-bytes-in-flight", field="prometheus.max_bytes_in_flight",
+         parse=byte_size(64 * 1024, 64 * 1024**3, off=True), default="48Mi",
+         help="most bytes of Prometheus answers read and decoded at once, over every query and backend, 64Ki to "
+         "64Gi, or 0 for no bound; an answer waits for room until its deadline (then a 503), one larger than this "
+         "is refused with a 503; memory meanwhile is about 4 times this"),
     flag("--prometheus-token-file", field="prometheus.token_file", parse=optional_path,
          help="file with a bearer token for Prometheus, re-read when it changes"),
     flag("--prometheus-ca-file", field="prometheus.ca_file", parse=optional_path,

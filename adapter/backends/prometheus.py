@@ -10,7 +10,9 @@ What the server remarks beside its data is counted and logged (``prometheus_warn
 
 An answer is read up to ``--prometheus-max-answer-bytes`` (refused by its Content-Length when that says more, else
 once that much has arrived), then checked and converted by ``prometheus_answer``: on the event loop when it is small,
-in a worker thread when it is not, so a large answer never stops the adapter from answering other requests.
+in a worker thread when it is not, so a large answer never stops the adapter from answering other requests. From its
+first chunk to the end of its decoding it holds room in the ``AnswerBudget`` every client of the adapter shares
+(``--prometheus-max-bytes-in-flight``), waiting for room until its deadline.
 """
 
 from __future__ import annotations
@@ -21,19 +23,21 @@ import ssl
 import time
 import urllib.parse
 from collections.abc import Callable, Sequence
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
 import aiohttp
 
+from adapter.backends.answer_budget import Answer, AnswerBudget
 from adapter.backends.backend_specs import DEFAULT
 from adapter.backends.flags import default, show_bytes
 from adapter.backends.prometheus_answer import QueryResult as QueryResult
 from adapter.backends.prometheus_answer import Reply, SeriesShapes, names_reply, query_reply, series_reply
 from adapter.backends.prometheus_answer import Sample as Sample
 from adapter.backends.prometheus_warnings import TRUNCATED, Remarks
-from adapter.errors import AnswerTooLarge, BadAnswer, MalformedAnswer, PrometheusError, QueryError
+from adapter.errors import AnswerTooLarge, BadAnswer, MalformedAnswer, NoRoomForAnswer, PrometheusError, QueryError
 from adapter.self_metrics import AdapterMetrics
 from common.watched_file import WatchedFiles
 
@@ -78,6 +82,7 @@ class PrometheusConfig:
     partial_response: bool | None = default("prometheus-partial-response")  # None: not sent
     series_limit: int = default("prometheus-series-limit")  # 0: not sent
     max_answer_bytes: int = default("prometheus-max-answer-bytes")
+    max_bytes_in_flight: int = default("prometheus-max-bytes-in-flight")  # 0: no bound
     parse_in_thread_above: int = PARSE_IN_THREAD_ABOVE
     backend: str = DEFAULT  # the name rules pick it by; errors and logs name the others
 
@@ -145,10 +150,13 @@ class PrometheusClient:
         config: PrometheusConfig,
         metrics: AdapterMetrics,
         credentials: Credentials | None = None,
+        budget: AnswerBudget | None = None,
     ) -> None:
+        """``budget``: the room for answers that every client of the adapter shares (None: one for this client)."""
         self.session = session
         self.config = config
         self.metrics = metrics
+        self.budget = budget if budget is not None else AnswerBudget(config.max_bytes_in_flight)
         url = urllib.parse.urlsplit(config.url)
         self.base = urllib.parse.urlunsplit(url._replace(query="", fragment="")).rstrip("/")
         # the URL's own query parameters go with every request, as vmalert's -datasource.url takes them
@@ -223,30 +231,17 @@ class PrometheusClient:
                 headers["Authorization"] = credential.authorization
             options = credential.request_options()
         url = f"{self.base}{path}"
-        started = time.perf_counter()
+        if post:
+            headers["Content-Type"] = "application/x-www-form-urlencoded"
+            request = self.session.post(url, data=encoded, headers=headers, timeout=_timeout(deadline), **options)
+        else:
+            request = self.session.get(f"{url}?{encoded}", headers=headers, timeout=_timeout(deadline), **options)
+        room = self.budget.answer(self.config.max_answer_bytes)
         try:
-            if post:
-                headers["Content-Type"] = "application/x-www-form-urlencoded"
-                request = self.session.post(url, data=encoded, headers=headers, timeout=_timeout(deadline), **options)
-            else:
-                request = self.session.get(f"{url}?{encoded}", headers=headers, timeout=_timeout(deadline), **options)
-            async with request as resp:
-                status = resp.status
-                body = await self._read(resp, path)
-            if status == 401 and self._credentials is not None:
-                self._credentials.rejected()
-        except AnswerTooLarge:
-            self.metrics.prometheus_errors.labels(endpoint, "too_large").inc()
-            raise
-        except TimeoutError as e:
-            self.metrics.prometheus_errors.labels(endpoint, "timeout").inc()
-            raise PrometheusError(f"{self.who} {path} did not answer within {deadline:g}s") from e
-        except (aiohttp.ClientError, OSError) as e:
-            self.metrics.prometheus_errors.labels(endpoint, "unreachable").inc()
-            raise PrometheusError(f"{self.who} {path} at {self.base} unreachable: {e}") from e
+            status, body = await self._fetch(endpoint, path, deadline, request, room)
+            reply = await self._parse(endpoint, path, status, body, parse, room)
         finally:
-            self.metrics.prometheus_seconds.labels(endpoint).observe(time.perf_counter() - started)
-        reply = await self._parse(endpoint, path, status, body, parse)
+            room.release()  # the bytes are garbage now, and what was decoded of them is the result's
         if reply.status == "success" and reply.data is not None:
             return reply.data, reply
         message = f"{self.who} {path} answered HTTP {status} {reply.error_type}: {reply.error}{_hint(status)}"
@@ -257,31 +252,99 @@ class PrometheusClient:
         self.metrics.prometheus_errors.labels(endpoint, "unavailable").inc()
         raise PrometheusError(message)
 
-    async def _read(self, resp: aiohttp.ClientResponse, path: str) -> bytearray:
-        """The body, refused as soon as it is known to be over the limit: by its Content-Length, else while read."""
-        limit = self.config.max_answer_bytes
-        if resp.content_length is not None and resp.content_length > limit:
-            resp.close()
-            raise self._too_large(path, f"its Content-Length is {resp.content_length}")
+    async def _fetch(
+        self,
+        endpoint: str,
+        path: str,
+        deadline: float,
+        request: AbstractAsyncContextManager[aiohttp.ClientResponse],
+        room: Answer,
+    ) -> tuple[int, bytearray]:
+        """The answer's status and body, read within ``deadline`` seconds, waiting for room in the budget included."""
+        started = time.perf_counter()
+        expires = asyncio.get_running_loop().time() + deadline
+        try:
+            async with request as resp:
+                status = resp.status
+                body = await self._read(resp, path, room, expires)
+            if status == 401 and self._credentials is not None:
+                self._credentials.rejected()
+            return status, body
+        except AnswerTooLarge:
+            self.metrics.prometheus_errors.labels(endpoint, "too_large").inc()
+            raise
+        except NoRoomForAnswer:
+            self.metrics.prometheus_errors.labels(endpoint, "no_room").inc()
+            raise
+        except TimeoutError as e:
+            self.metrics.prometheus_errors.labels(endpoint, "timeout").inc()
+            raise PrometheusError(f"{self.who} {path} did not answer within {deadline:g}s") from e
+        except (aiohttp.ClientError, OSError) as e:
+            self.metrics.prometheus_errors.labels(endpoint, "unreachable").inc()
+            raise PrometheusError(f"{self.who} {path} at {self.base} unreachable: {e}") from e
+        finally:
+            self.metrics.prometheus_seconds.labels(endpoint).observe(time.perf_counter() - started)
+
+    async def _read(self, resp: aiohttp.ClientResponse, path: str, room: Answer, expires: float) -> bytearray:
+        """The body, refused as soon as it is known to be over a limit: by its Content-Length, else while read. Each
+        chunk takes room in the budget before it is kept."""
+        length = resp.content_length
+        if length is not None:
+            self._check_size(resp, path, length, f"its Content-Length is {length}")
+            room.expect(length)
         body = bytearray()
         async for chunk in resp.content.iter_any():
+            size = len(body) + len(chunk)
+            self._check_size(resp, path, size, f"{size} bytes had arrived when reading stopped")
+            try:
+                async with asyncio.timeout_at(expires):
+                    await room.take(len(chunk))
+            except TimeoutError:
+                resp.close()
+                raise self._no_room(path) from None
             body += chunk
-            if len(body) > limit:
-                resp.close()  # the rest is never read; the connection is not reused
-                raise self._too_large(path, f"{len(body)} bytes had arrived when reading stopped")
         return body
 
-    def _too_large(self, path: str, detail: str) -> AnswerTooLarge:
-        limit = f"the {show_bytes(self.config.max_answer_bytes)} limit of --prometheus-max-answer-bytes"
-        return AnswerTooLarge(f"{self.who} {path} answered more than {limit}: {detail}", f"it is larger than {limit}")
+    def _check_size(self, resp: aiohttp.ClientResponse, path: str, size: int, detail: str) -> None:
+        """Refuse an answer of ``size`` bytes over the per-answer limit or over the budget, where it could never fit;
+        the error names the smaller, the one to raise."""
+        limits = [(self.config.max_answer_bytes, "--prometheus-max-answer-bytes")]
+        if self.budget.limit:
+            limits.append((self.budget.limit, "--prometheus-max-bytes-in-flight"))
+        limit, flag = min(limits)
+        if size > limit:
+            resp.close()  # the rest is never read; the connection is not reused
+            raise self._too_large(path, detail, limit, flag)
+
+    def _too_large(self, path: str, detail: str, limit: int, flag: str) -> AnswerTooLarge:
+        what = f"the {show_bytes(limit)} limit of {flag}"
+        return AnswerTooLarge(f"{self.who} {path} answered more than {what}: {detail}", f"it is larger than {what}")
+
+    def _no_room(self, path: str) -> NoRoomForAnswer:
+        budget = self.budget
+        return NoRoomForAnswer(
+            f"{self.who} {path}: no room to read the answer before its deadline: the answers being read held "
+            f"{budget.held / 2**20:.1f} MiB of the {show_bytes(budget.limit)} limit of --prometheus-max-bytes-in-flight"
+        )
 
     async def _parse(
-        self, endpoint: str, path: str, status: int, body: bytearray, parse: Callable[[bytearray], Reply[T]]
+        self,
+        endpoint: str,
+        path: str,
+        status: int,
+        body: bytearray,
+        parse: Callable[[bytearray], Reply[T]],
+        room: Answer,
     ) -> Reply[T]:
         try:
             if len(body) <= self.config.parse_in_thread_above:
                 return parse(body)
-            return await asyncio.to_thread(parse, body)
+            decoding = asyncio.ensure_future(asyncio.to_thread(parse, body))
+            try:
+                return await asyncio.shield(decoding)
+            except asyncio.CancelledError:
+                room.keep_until(decoding)  # the thread decodes on, and its bytes stay counted until it ends
+                raise
         except MalformedAnswer as e:
             message = f"{self.who} {path} answered HTTP {status} with {len(body)} bytes that are not its API's: {e}"
             message += _hint(status)

@@ -125,3 +125,24 @@ async def test_answers_that_match_nothing_are_not_kept_once_their_time_to_live_i
         return not large_results()
 
     await eventually(released, what="the large results to be released")
+
+
+async def test_a_rules_answer_for_none_of_the_objects_asked_is_let_go_before_the_next_rule_is_asked(
+    capped: Adapter, proxy: PrometheusProxy
+) -> None:
+    """A request asks its rules in turn until every object has a value; an answer that gave none is not held while
+    the next rule's is read (six requests at once, each through three rules of 30 MB answers, held them all)."""
+    alive: list[int] = []
+
+    def answer() -> AsyncIterator[bytes]:
+        alive.append(len(large_results()))  # results alive as the request's next query arrives (no cache: ttl 0)
+
+        async def chunks() -> AsyncIterator[bytes]:
+            yield vector(2_000)  # 0.5 MB, none of it for the pods asked
+
+        return chunks()
+
+    proxy.stream = answer
+    assert (await capped.get(TRAINERS))["items"] == []
+    assert len(alive) >= 2, "the request asked one rule only"
+    assert alive == [0] * len(alive)

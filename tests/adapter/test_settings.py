@@ -17,6 +17,7 @@ def test_defaults_are_the_documented_ones() -> None:
     assert s.prometheus.verb == "GET"
     assert s.prometheus.timeout == 10.0
     assert s.prometheus.max_answer_bytes == 32 * 1024 * 1024
+    assert s.prometheus.max_bytes_in_flight == 48 * 1024 * 1024
     assert s.relist_interval == 60.0
     assert s.max_age == 60.0
     assert s.cache_ttl == 0.25
@@ -119,6 +120,8 @@ def test_every_flag_has_an_environment_variable_and_the_flag_wins() -> None:
         (["--prometheus-max-answer-bytes=2Gi"], "2Gi is outside the valid range 64Ki to 1Gi"),
         (["--prometheus-max-answer-bytes=1000"], "1000 is outside the valid range 64Ki to 1Gi"),
         (["--prometheus-max-answer-bytes=32MB"], "'32MB' is not a number of bytes"),
+        (["--prometheus-max-bytes-in-flight=1000"], "1000 is outside the valid range 64Ki to 64Gi, or 0"),
+        (["--prometheus-max-bytes-in-flight=65Gi"], "65Gi is outside the valid range 64Ki to 64Gi, or 0"),
         (["--prometheus-url=prometheus:9090"], "is not an http:// or https:// URL"),
         (["--prometheus-header=NoEquals"], "is not Key=Value"),
         (["--prometheus-client-tls-cert-file=/c"], "needs --prometheus-client-tls-key-file too"),
@@ -237,3 +240,9 @@ def test_a_missing_prometheus_url_is_caught_at_start() -> None:
 def test_answer_sizes_in_bytes_or_binary_units(text: str, value: int) -> None:
     settings = parse_settings([f"--prometheus-max-answer-bytes={text}"], env=BASE)
     assert settings.prometheus.max_answer_bytes == value
+
+
+@pytest.mark.parametrize(("text", "value"), [("0", 0), ("64Ki", 65536), ("96Mi", 100663296), ("64Gi", 64 * 1024**3)])
+def test_bytes_in_flight_in_bytes_or_binary_units_or_0_for_no_bound(text: str, value: int) -> None:
+    settings = parse_settings([], env={**BASE, "GPUSCALE_ADAPTER_PROMETHEUS_MAX_BYTES_IN_FLIGHT": text})
+    assert settings.prometheus.max_bytes_in_flight == value
