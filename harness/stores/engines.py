@@ -319,6 +319,16 @@ def endpoint_picker(queue: float, requests_per_second: float) -> Callable[[Page]
     return render
 
 
+def garbled(page: Page) -> str:
+    """A page no engine should write: a queue that is not a number. Prometheus refuses the whole scrape (the target
+    is down), VictoriaMetrics the line: either way the pod has no series."""
+    return (
+        "# HELP vllm:num_requests_waiting Number of requests waiting to be processed.\n"
+        "# TYPE vllm:num_requests_waiting gauge\n"
+        'vllm:num_requests_waiting{engine="0",model_name="llama"} seven\n'
+    )
+
+
 # -- the pods of the tests' cluster ---------------------------------------------------------------------------------
 
 
@@ -354,6 +364,7 @@ def pods() -> list[EnginePod]:
         EnginePod("llm", "mixed-0", "node-c", "chat", sglang(2, 3, 0.5, ttft=0.5, queue_time=0.2)),
         # what no engine should say: a queue that is not a number, a negative batch, a KV use above 1
         EnginePod("llm", "bad-0", "node-c", "chat", vllm({"0": VllmEngine(float("nan"), -1, 1.7)})),
+        EnginePod("llm", "garbled-0", "node-c", "chat", garbled),
         EnginePod("llm", "epp-0", "node-c", "gateway", endpoint_picker(6, requests_per_second=3.0)),
         # production-stack: a router in front of one vLLM pod, no endpoint picker
         EnginePod(

@@ -64,7 +64,7 @@ async def test_requests_waiting_per_pod_from_every_engine(adapter: Adapter) -> N
         "tgi-0": "5",
         "triton-0": "3",  # two models: 2 + 1
         "mixed-0": "3",  # vLLM 1 + SGLang 2 in one pod
-        # bad-0's queue is NaN: no value, and no 500
+        # bad-0's queue is NaN: no value, and no 500; garbled-0's page says "seven": the store kept no series of it
     }
 
 
