@@ -7,6 +7,7 @@ import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import NoReturn
 
 from common.flags import package_version, plain
 
@@ -46,8 +47,15 @@ def spec_from(args: argparse.Namespace) -> LoadSpec:
     )
 
 
+class Parser(argparse.ArgumentParser):
+    """A bad flag is one line on stderr and exit 2, where argparse would print the whole usage before it."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
 def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="gpuscale-load", description=plain(__doc__))
+    parser = Parser(prog="gpuscale-load", description=plain(__doc__))
     parser.add_argument("--version", action="version", version=f"gpuscale-load version {package_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="run a load and print progress")
@@ -74,3 +82,5 @@ def main(argv: Sequence[str] | None = None) -> None:
     except LoadError as e:
         print(f"gpuscale-load: error: {e}", file=sys.stderr)
         sys.exit(2)
+    except KeyboardInterrupt:  # Ctrl-C ends a load without a traceback (serve stops its engine cleanly itself)
+        sys.exit(130)
