@@ -1,4 +1,5 @@
-"""``gpuscale-load``: run a GPU load (``run``) or run one and check the collector's metrics follow it (``validate``)."""
+"""``gpuscale-load``: run a GPU load (``run``), run one and check the collector's metrics follow it (``validate``), or
+load the GPU as a continuously batching inference engine would, with vLLM's metrics (``serve``)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,8 @@ from common.flags import package_version, plain
 from .duty_file import DutyFile
 from .errors import LoadError
 from .runner import LoadSpec, run_load
+from .serving import __doc__ as serving_doc
+from .serving import settings as serving
 from .validate import read_gpu_series, validate
 from .workloads import KINDS
 
@@ -66,9 +69,16 @@ def main(argv: Sequence[str] | None = None) -> None:
     add_load_arguments(check)
     check.add_argument("--metrics-url", default="http://127.0.0.1:9400/metrics", help="the collector's /metrics")
     check.add_argument("--idle-seconds", type=_positive, default=8.0, help="idle sampling before the load")
+    batching = sub.add_parser("serve", help="a continuously batching inference engine's load, with vLLM's /metrics",
+                              description=plain(serving_doc))  # fmt: skip
+    serving.add_serve_arguments(batching)
     args = parser.parse_args(argv)
     try:
-        if args.command == "run":
+        if args.command == "serve":
+            from .serving.run import serve  # the server's libraries, only for the command that serves
+
+            print(json.dumps(serve(serving.spec_from(args), progress=sys.stderr)))
+        elif args.command == "run":
             duty = DutyFile(args.duty_file) if args.duty_file else None
             print(json.dumps(run_load(spec_from(args), progress=sys.stderr, duty=duty)))
         else:
