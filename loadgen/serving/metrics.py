@@ -1,7 +1,7 @@
 """The engine's series under vLLM's own names, types, help texts, labels and histogram buckets.
 
 As vLLM's V1 engine writes them in ``vllm/v1/metrics/loggers.py`` (``PrometheusStatLogger``), read in the
-vllm-project/vllm source of the v0.12 series; later revisions up to 2026 move the bucket lists to
+vllm-project/vllm source of the v0.12 series; vLLM's pull request 48866 (2026) moved the bucket lists to
 ``vllm/v1/metrics/buckets.py`` without changing them. Every series carries ``model_name`` (vLLM's served model name)
 and ``engine`` (the engine's index, "0" for a single engine). vLLM declares its counters without the ``_total``
 suffix and prometheus_client adds it, as here; ``request_success`` has a series for each of vLLM's finish reasons
