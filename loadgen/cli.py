@@ -1,4 +1,5 @@
-"""``gpuscale-load``: run a GPU load (``run``) or run one and check the collector's metrics follow it (``validate``)."""
+"""``gpuscale-load``: run a GPU load (``run``), run one and check the collector's metrics follow it (``validate``), or
+load the GPU as a continuously batching inference engine would, with vLLM's metrics (``serve``)."""
 
 from __future__ import annotations
 
@@ -7,12 +8,15 @@ import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import NoReturn
 
 from common.flags import package_version, plain
 
 from .duty_file import DutyFile
 from .errors import LoadError
 from .runner import LoadSpec, run_load
+from .serving import __doc__ as serving_doc
+from .serving import settings as serving
 from .validate import read_gpu_series, validate
 from .workloads import KINDS
 
@@ -46,8 +50,15 @@ def spec_from(args: argparse.Namespace) -> LoadSpec:
     )
 
 
+class Parser(argparse.ArgumentParser):
+    """A bad flag is one line on stderr and exit 2, where argparse would print the whole usage before it."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
 def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="gpuscale-load", description=plain(__doc__))
+    parser = Parser(prog="gpuscale-load", description=plain(__doc__))
     parser.add_argument("--version", action="version", version=f"gpuscale-load version {package_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="run a load and print progress")
@@ -58,9 +69,16 @@ def main(argv: Sequence[str] | None = None) -> None:
     add_load_arguments(check)
     check.add_argument("--metrics-url", default="http://127.0.0.1:9400/metrics", help="the collector's /metrics")
     check.add_argument("--idle-seconds", type=_positive, default=8.0, help="idle sampling before the load")
+    batching = sub.add_parser("serve", help="a continuously batching inference engine's load, with vLLM's /metrics",
+                              description=plain(serving_doc))  # fmt: skip
+    serving.add_serve_arguments(batching)
     args = parser.parse_args(argv)
     try:
-        if args.command == "run":
+        if args.command == "serve":
+            from .serving.run import serve  # the server's libraries, only for the command that serves
+
+            print(json.dumps(serve(serving.spec_from(args), progress=sys.stderr)))
+        elif args.command == "run":
             duty = DutyFile(args.duty_file) if args.duty_file else None
             print(json.dumps(run_load(spec_from(args), progress=sys.stderr, duty=duty)))
         else:
@@ -74,3 +92,5 @@ def main(argv: Sequence[str] | None = None) -> None:
     except LoadError as e:
         print(f"gpuscale-load: error: {e}", file=sys.stderr)
         sys.exit(2)
+    except KeyboardInterrupt:  # Ctrl-C ends a load without a traceback (serve stops its engine cleanly itself)
+        sys.exit(130)

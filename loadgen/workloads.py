@@ -76,8 +76,8 @@ KINDS: dict[str, Kind] = {
 }
 
 
-def open_device(kind: Kind, size: int, gpu: int) -> tuple[Any, Any]:
-    """Import PyTorch and check the GPU can run ``kind`` at ``size`` before any work starts."""
+def cuda_device(gpu: int) -> tuple[Any, Any]:
+    """Import PyTorch and open CUDA device ``gpu``; LoadError saying what is missing when it cannot."""
     try:
         import torch
     except ImportError as e:
@@ -86,17 +86,25 @@ def open_device(kind: Kind, size: int, gpu: int) -> tuple[Any, Any]:
         raise LoadError("no CUDA GPU is visible to PyTorch (check the driver and CUDA_VISIBLE_DEVICES)")
     if gpu >= torch.cuda.device_count():
         raise LoadError(f"GPU {gpu} does not exist; this machine has {torch.cuda.device_count()}")
-    device = torch.device("cuda", gpu)
+    return torch, torch.device("cuda", gpu)
+
+
+def check_memory(torch: Any, device: Any, needed: int, what: str, smaller: str) -> None:
+    """LoadError when ``needed`` bytes would take more than 90 % of the device's free memory."""
+    free, _total = torch.cuda.mem_get_info(device)
+    if needed > free * 0.9:
+        raise LoadError(
+            f"{what} needs {needed / 2**30:.1f} GiB but GPU {device.index} has {free / 2**30:.1f} GiB free; {smaller}"
+        )
+
+
+def open_device(kind: Kind, size: int, gpu: int) -> tuple[Any, Any]:
+    """Import PyTorch and check the GPU can run ``kind`` at ``size`` before any work starts."""
+    torch, device = cuda_device(gpu)
     props = torch.cuda.get_device_properties(device)
     if kind.name == "gemm-bf16" and not torch.cuda.is_bf16_supported():
         raise LoadError(f"{props.name} has no bf16 support; use gemm-fp16")
     if kind.name == "fp64" and props.major < 6:
         raise LoadError(f"{props.name} has no usable fp64 units")
-    free, _total = torch.cuda.mem_get_info(device)
-    needed = kind.bytes_needed(size)
-    if needed > free * 0.9:
-        raise LoadError(
-            f"{kind.name} at size {size} needs {needed / 2**30:.1f} GiB but GPU {gpu} has "
-            f"{free / 2**30:.1f} GiB free; use a smaller --size"
-        )
+    check_memory(torch, device, kind.bytes_needed(size), f"{kind.name} at size {size}", "use a smaller --size")
     return torch, device
