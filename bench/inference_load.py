@@ -18,7 +18,15 @@ The table has the mean and standard deviation of each column over the seconds re
 first token). ``--simulate`` needs no GPU, PyTorch nor collector: steps take ``serve --simulate``'s modelled time and
 GPU utilization is the share of each second spent in steps.
 
-    PYTHONPATH=. python -m bench.inference_load [--seconds 20] [--simulate]
+``--prometheus BIN`` also runs the chain as deployed: a real Prometheus scraping the engine (labelled namespace
+``llm``, pod ``engine-0``, as the shipped scrape job labels a pod) and the collector every second, and the adapter
+(``python -m adapter``, its built-in rules) in front of it; once a second the same moments are read through the
+custom and external metrics APIs as an HPA reads them: ``inference_requests_waiting``, ``_running``,
+``inference_kv_cache_usage`` and ``inference_time_to_first_token_seconds`` of the pod, ``inference_demand`` of the
+namespace and ``gpu_utilization`` of the node. The API's time to first token is its mean over the last minute, so
+over a load's first seconds it still counts the previous load's requests.
+
+    PYTHONPATH=. python -m bench.inference_load [--seconds 20] [--simulate] [--prometheus /usr/bin/prometheus]
 """
 
 from __future__ import annotations
@@ -26,7 +34,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import json
 import math
+import os
 import platform
 import shutil
 import socket
@@ -65,6 +75,18 @@ ENGINE_SERIES = {
     "gpuscale_serve_busy_seconds_total": "busy",
 }
 COLUMNS = ("gpu_util", "engine_active", "busy", "waiting", "running", "kv", "ttft_ms", "tokens")
+NAMESPACE, POD, NODE = "llm", "engine-0", "h200"
+CM = "/apis/custom.metrics.k8s.io/v1beta2"
+API_READS = {
+    "api_waiting": f"{CM}/namespaces/{NAMESPACE}/pods/{POD}/inference_requests_waiting",
+    "api_running": f"{CM}/namespaces/{NAMESPACE}/pods/{POD}/inference_requests_running",
+    "api_kv": f"{CM}/namespaces/{NAMESPACE}/pods/{POD}/inference_kv_cache_usage",
+    "api_ttft_ms": f"{CM}/namespaces/{NAMESPACE}/pods/{POD}/inference_time_to_first_token_seconds",
+    "api_demand": f"/apis/external.metrics.k8s.io/v1beta1/namespaces/{NAMESPACE}/inference_demand",
+    "api_gpu_util": f"{CM}/nodes/{NODE}/gpu_utilization",
+}
+API_COLUMNS = tuple(API_READS)
+_SUFFIXES = {"n": 1e-9, "u": 1e-6, "m": 1e-3, "k": 1e3, "M": 1e6}
 
 
 def free_port() -> int:
@@ -81,8 +103,10 @@ def collector(port: int, gpu: int, log: Path) -> Iterator[str]:
     """The collector on the real GPUs, serving on ``port``, once it reports GPU ``gpu``; stopped at the end."""
     url = f"http://127.0.0.1:{port}/metrics"
     with log.open("wb") as out:
+        # the node's name labels its series (Hostname), as NODE_NAME does in the DaemonSet
         process = subprocess.Popen([sys.executable, "-m", "collector", "-a", f"127.0.0.1:{port}"], cwd=ROOT,
-                                   stdout=out, stderr=subprocess.STDOUT)  # fmt: skip
+                                   stdout=out, stderr=subprocess.STDOUT,
+                                   env={**os.environ, "NODE_NAME": NODE})  # fmt: skip
         try:
             deadline = time.monotonic() + 60
             while "DCGM_FI_PROF_GR_ENGINE_ACTIVE" not in _series(url, gpu):
@@ -93,6 +117,78 @@ def collector(port: int, gpu: int, log: Path) -> Iterator[str]:
         finally:
             process.terminate()
             process.wait(timeout=15)
+
+
+@contextlib.contextmanager
+def api_chain(prometheus: str, engine_port: int, collector_port: int | None, work: Path) -> Iterator[str]:
+    """A real Prometheus scraping the engine and the collector every second, and the adapter reading it; the
+    adapter's URL once both answer. Stopped at the end."""
+    jobs: list[dict[str, object]] = [{
+        "job_name": "gpuscale-inference-engines",
+        "static_configs": [{"targets": [f"127.0.0.1:{engine_port}"],
+                            "labels": {"namespace": NAMESPACE, "pod": POD, "node": NODE}}],
+    }]  # fmt: skip
+    if collector_port is not None:
+        jobs.append({"job_name": "gpuscale-collector", "honor_labels": True,
+                     "static_configs": [{"targets": [f"127.0.0.1:{collector_port}"]}]})  # fmt: skip
+    config = work / "prometheus.yml"  # JSON is YAML
+    config.write_text(json.dumps({"global": {"scrape_interval": "1s"}, "scrape_configs": jobs}))
+    prometheus_port, adapter_port = free_port(), free_port()
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(_process(
+            [prometheus, f"--config.file={config}", f"--storage.tsdb.path={work / 'data'}",
+             f"--web.listen-address=127.0.0.1:{prometheus_port}"],
+            work / "prometheus.log", f"http://127.0.0.1:{prometheus_port}/-/ready",
+        ))  # fmt: skip
+        adapter = f"http://127.0.0.1:{adapter_port}"
+        stack.enter_context(_process(
+            [sys.executable, "-m", "adapter", "--insecure-serve-http", "--insecure-disable-auth",
+             f"--secure-port={adapter_port}", f"--prometheus-url=http://127.0.0.1:{prometheus_port}"],
+            work / "adapter.log", f"{adapter}/readyz",
+        ))  # fmt: skip
+        yield adapter
+
+
+@contextlib.contextmanager
+def _process(args: list[str], log: Path, ready: str) -> Iterator[None]:
+    import urllib.request
+
+    with log.open("wb") as out:
+        process = subprocess.Popen(args, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                with urllib.request.urlopen(ready, timeout=2) as resp:
+                    if resp.status == 200:
+                        break
+            except OSError:
+                pass
+            if process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"{args[0]} did not come up: {log.read_text()[-2000:]}")
+            time.sleep(0.3)
+        yield
+    finally:
+        process.terminate()
+        process.wait(timeout=15)
+
+
+def quantity(text: str) -> float:
+    """A Kubernetes quantity as the HPA reads it (the adapter writes 7, 81230m, 133333333n)."""
+    scale = _SUFFIXES.get(text[-1:], 1.0)
+    return float(text[:-1] if text[-1:] in _SUFFIXES else text) * scale
+
+
+async def read_api(session: aiohttp.ClientSession, adapter: str) -> dict[str, float]:
+    """What the metrics APIs answer now for each of API_READS (NaN: no value)."""
+    read: dict[str, float] = {}
+    for key, path in API_READS.items():
+        async with session.get(adapter + path) as resp:
+            body = await resp.json() if resp.status == 200 else {"items": []}
+        values = [quantity(item["value"]) for item in body.get("items", [])]
+        read[key] = sum(values) if values else math.nan
+    read["api_ttft_ms"] *= 1000
+    return read
 
 
 def _series(url: str, gpu: int) -> dict[str, float]:
@@ -114,7 +210,13 @@ async def read_engine(session: aiohttp.ClientSession, url: str) -> dict[str, flo
 
 
 async def sample(
-    session: aiohttp.ClientSession, engine_url: str, collector_url: str | None, gpu: int, warmup: float, seconds: int
+    session: aiohttp.ClientSession,
+    engine_url: str,
+    collector_url: str | None,
+    gpu: int,
+    warmup: float,
+    seconds: int,
+    adapter: str | None = None,
 ) -> list[dict[str, float]]:
     """One row per second of the ``seconds`` after ``warmup``: the engine's gauges at its end, its counters' and
     histogram's change over it, and the collector's readings."""
@@ -139,6 +241,8 @@ async def sample(
                 gpu_series = await asyncio.to_thread(_series, collector_url, gpu)
                 row["gpu_util"] = gpu_series.get("DCGM_FI_DEV_GPU_UTIL", math.nan)
                 row["engine_active"] = gpu_series.get("DCGM_FI_PROF_GR_ENGINE_ACTIVE", math.nan)
+            if adapter is not None:
+                row.update(await read_api(session, adapter))
             rows.append(row)
         last = now
     return rows
@@ -179,12 +283,17 @@ async def run(args: argparse.Namespace) -> None:
             log = Path(tempfile.mkdtemp(prefix="inference-load-")) / "collector.log"
             collector_url = stack.enter_context(collector(free_port(), args.gpu, log))
         capacity = await asyncio.to_thread(measure_capacity, runner, LIMITS, PROMPT, OUTPUT, MonotonicClock())
-        header(args, model, capacity)
         metrics = EngineMetrics("toy-batching-model")
         site_runner = connections.runner(create_app(metrics.registry), connections.Limits(), access_log=None)
         await site_runner.setup()
         port = free_port()
         await connections.listen(connections.BoundedSite(site_runner, "127.0.0.1", port), f"127.0.0.1:{port}")
+        adapter = None
+        if args.prometheus:
+            work = Path(tempfile.mkdtemp(prefix="inference-load-api-"))
+            collector_port = int(collector_url.split(":")[2].split("/")[0]) if collector_url else None
+            adapter = stack.enter_context(api_chain(args.prometheus, port, collector_port, work))
+        header(args, model, capacity, adapter is not None)
         stop = threading.Event()
         try:
             async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=5)) as session:
@@ -196,18 +305,19 @@ async def run(args: argparse.Namespace) -> None:
                     running = asyncio.create_task(asyncio.to_thread(engine.run, args.warmup + args.seconds + 1,
                                                                     stop.is_set))  # fmt: skip
                     rows = await sample(session, f"http://127.0.0.1:{port}/metrics", collector_url, args.gpu,
-                                        args.warmup, args.seconds)  # fmt: skip
+                                        args.warmup, args.seconds, adapter)  # fmt: skip
                     stop.set()
                     await running
+                    columns = COLUMNS + (API_COLUMNS if adapter else ())
                     print(f"| {fraction:g} | {rate:.1f} | "
-                          + " | ".join(cell([r[c] for r in rows], 3 if c == "engine_active" else 1) for c in COLUMNS)
+                          + " | ".join(cell([r[c] for r in rows], 3 if c == "engine_active" else 1) for c in columns)
                           + " |", flush=True)  # fmt: skip
         finally:
             stop.set()  # an interrupted run: the engine's thread ends after its step
             await site_runner.cleanup()
 
 
-def header(args: argparse.Namespace, model: str, capacity: Capacity) -> None:
+def header(args: argparse.Namespace, model: str, capacity: Capacity, api: bool) -> None:
     limits = LIMITS
     print(
         f"engine: {model}; max batch {limits.max_batch}, KV {limits.kv_tokens} tokens, at most "
@@ -217,9 +327,11 @@ def header(args: argparse.Namespace, model: str, capacity: Capacity) -> None:
         "warm-up, mean ± sd over the seconds\n"
     )
     gpu = "simulated: time in steps" if args.simulate else "DCGM_FI_DEV_GPU_UTIL"
+    through = (" | API: waiting | API: running | API: KV cache % | API: TTFT ms (1-min mean) | API: inference_demand"
+               " | API: gpu_utilization of the node") if api else ""  # fmt: skip
     print(f"| load (x capacity) | requests/s | GPU util % ({gpu}) | DCGM_FI_PROF_GR_ENGINE_ACTIVE | engine busy % | "
-          "waiting | running | KV cache % | TTFT ms | generated tokens/s |")  # fmt: skip
-    print("|---|---|---|---|---|---|---|---|---|---|", flush=True)
+          f"waiting | running | KV cache % | TTFT ms | generated tokens/s{through} |")  # fmt: skip
+    print("|---" * (10 + (len(API_COLUMNS) if api else 0)) + "|", flush=True)
 
 
 def fractions(text: str) -> tuple[float, ...]:
@@ -234,6 +346,12 @@ def main() -> None:
     parser.add_argument("--simulate", action="store_true", help="no GPU: modelled steps, utilization from them")
     parser.add_argument("--gpu", type=int, default=0, help="CUDA device index (and the collector's gpu label)")
     parser.add_argument("--seed", type=int, default=0, help="seeds each load's arrivals")
+    parser.add_argument(
+        "--prometheus",
+        metavar="BIN",
+        default="",
+        help="also read every second through a real Prometheus and the adapter (this binary)",
+    )
     args = parser.parse_args()
     with contextlib.suppress(KeyboardInterrupt):
         asyncio.run(run(args))

@@ -9,9 +9,15 @@ except in SGLang's multiprocess mode), Rust's metrics-exporter-prometheus for TG
 prometheus-cpp for Triton (bare counter names; a histogram's count and sum before its buckets) and Go's
 client_golang for the endpoint picker (help texts prefixed ``[ALPHA]``).
 
-This module writes the text by hand and shares nothing with the product. Counters and histograms move by a fixed step
-at every scrape (``Page.scrapes``), so a rate's ratio (a mean queue time) is exact whatever the timing; arrival
-counters grow with the clock instead (``Page.seconds``), so their rate is requests per second.
+This module writes the text by hand and shares nothing with the product, except one vLLM pod whose page is made as
+vLLM makes it, by prometheus_client with its content negotiation (``vllm_served``): there the format depends on
+what the scraper asks for, and prometheus_client 0.26 writes each colon of a sample's name as "_" in OpenMetrics
+unless the scraper allows UTF-8 names (Prometheus 2.x asks for OpenMetrics and does not), so Prometheus stores
+``vllm_num_requests_waiting``; VictoriaMetrics asks for the text format and stores the colons.
+
+Counters and histograms move by a fixed step at every scrape (``Page.scrapes``), so a rate's ratio (a mean queue
+time) is exact whatever the timing; arrival counters grow with the clock instead (``Page.seconds``), so their rate is
+requests per second.
 """
 
 from __future__ import annotations
@@ -19,6 +25,9 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+
+from prometheus_client import CollectorRegistry, Gauge, Histogram
+from prometheus_client.exposition import choose_encoder
 
 # vLLM's TIME_TO_FIRST_TOKEN_BUCKETS and REQUEST_LATENCY_BUCKETS (vllm/v1/metrics/buckets.py)
 VLLM_TTFT_BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0,
@@ -158,6 +167,32 @@ def vllm(engines: Mapping[str, VllmEngine], model: str = "llama", version: str =
         return text
 
     return render
+
+
+def vllm_served(engine: VllmEngine, model: str = "llama") -> Callable[[str], tuple[bytes, str]]:
+    """One vLLM engine's page as vLLM serves it: prometheus_client's registry, encoded as the scraper's Accept header
+    asks (four requests finish between two scrapes, at the engine's times)."""
+    registry = CollectorRegistry()
+    names = ["model_name", "engine"]
+    for name, help_, value in (
+        ("vllm:num_requests_running", "Number of requests in model execution batches.", engine.running),
+        ("vllm:num_requests_waiting", "Number of requests waiting to be processed.", engine.waiting),
+        ("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", engine.kv),
+    ):
+        Gauge(name, help_, names, registry=registry).labels(model, "0").set(value)
+    ttft = Histogram("vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.", names,
+                     buckets=VLLM_TTFT_BUCKETS, registry=registry).labels(model, "0")  # fmt: skip
+    queue = Histogram("vllm:request_queue_time_seconds", "Histogram of time spent in WAITING phase for request.",
+                      names, buckets=VLLM_LATENCY_BUCKETS, registry=registry).labels(model, "0")  # fmt: skip
+
+    def negotiate(accept: str) -> tuple[bytes, str]:
+        for _ in range(4):
+            ttft.observe(engine.ttft)
+            queue.observe(engine.queue_time)
+        encode, content_type = choose_encoder(accept)
+        return encode(registry), content_type
+
+    return negotiate
 
 
 def sglang(waiting: float, running: float, usage: float, ttft: float, queue_time: float) -> Callable[[Page], str]:
@@ -339,6 +374,8 @@ class EnginePod:
     node: str
     app: str  # the pod's app label
     page: Callable[[Page], str]
+    # a page in the format the scraper asks for, made by the engine's own client library (then ``page`` is unused)
+    negotiate: Callable[[str], tuple[bytes, str]] | None = None
 
 
 def pods() -> list[EnginePod]:
@@ -350,6 +387,7 @@ def pods() -> list[EnginePod]:
         ),
         EnginePod("llm", "vllm-010-0", "node-a", "chat", vllm({"0": VllmEngine(2, 4, 0.5)}, version="0.10")),
         EnginePod("llm", "vllm-091-0", "node-a", "chat", vllm({"0": VllmEngine(0, 1, 0.25)}, version="0.9.1")),
+        EnginePod("llm", "vllm-om-0", "node-a", "chat", garbled, vllm_served(VllmEngine(6, 9, 0.3))),
         EnginePod("llm", "sglang-0", "node-b", "chat", sglang(4, 6, 0.42, ttft=0.5, queue_time=0.2)),
         EnginePod("llm", "tgi-0", "node-b", "chat", tgi(5, 8, queue_time=0.05, arrivals_per_second=2.0)),
         EnginePod(

@@ -94,17 +94,24 @@ def exposition(lines: list[tuple[str, dict[str, str], str]] = LINES) -> str:
 
 class Exporter:
     """Serves ``text`` on /metrics from a thread (Prometheus scrapes it while tests block or await); a callable
-    ``text`` is called for each scrape (counters that grow with time)."""
+    ``text`` is called for each scrape (counters that grow with time). ``negotiate``, when given, answers instead:
+    from the scraper's Accept header, the body and its content type (a page in the format the scraper asked for)."""
 
-    def __init__(self, text: str | Callable[[], str]) -> None:
+    def __init__(
+        self, text: str | Callable[[], str], negotiate: Callable[[str], tuple[bytes, str]] | None = None
+    ) -> None:
         self.text = text
         exporter = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self) -> None:
-                body = (exporter.text if isinstance(exporter.text, str) else exporter.text()).encode()
+                if negotiate is not None:
+                    body, content_type = negotiate(self.headers.get("Accept", ""))
+                else:
+                    body = (exporter.text if isinstance(exporter.text, str) else exporter.text()).encode()
+                    content_type = "text/plain; version=0.0.4"
                 self.send_response(200)
-                self.send_header("Content-Type", "text/plain; version=0.0.4")
+                self.send_header("Content-Type", content_type)
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
                 self.wfile.write(body)

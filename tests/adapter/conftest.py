@@ -58,7 +58,7 @@ def engine_pages() -> Iterator[dict[str, engines.EnginePod]]:
         targets = {}
         for pod in engines.pods():
             page = engines.Page(pod.page)
-            targets[stack.enter_context(Exporter(page.text)).target] = pod
+            targets[stack.enter_context(Exporter(page.text, pod.negotiate)).target] = pod
         ENGINES_STARTED.append(time.monotonic())
         yield targets
 

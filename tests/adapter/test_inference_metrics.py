@@ -9,6 +9,8 @@ import pytest
 
 from harness.adapter.in_process import Adapter
 from harness.stores.kinds import on_every_store
+from harness.stores.prometheus import Prometheus
+from harness.stores.victoria_metrics import VictoriaMetrics
 
 pytestmark = on_every_store
 
@@ -54,12 +56,23 @@ async def test_every_inference_metric_is_listed_for_pods_namespaces_nodes_and_as
     assert {*INFERENCE, "inference_demand", "inference_request_rate"} <= names
 
 
+async def test_the_client_librarys_page_reaches_each_store_in_the_spelling_it_keeps(store: Prometheus) -> None:
+    """vLLM's page made by prometheus_client: Prometheus (which asks for OpenMetrics without allowing UTF-8 names)
+    gets and stores each colon as "_"; VictoriaMetrics asks for the text format and keeps the colons. The rules read
+    both spellings (the tests below)."""
+    names = {r["metric"]["__name__"] for r in store.query('{pod="vllm-om-0",__name__=~"vllm.num_requests_waiting"}')}
+    assert names == (
+        {"vllm:num_requests_waiting"} if isinstance(store, VictoriaMetrics) else {"vllm_num_requests_waiting"}
+    )
+
+
 async def test_requests_waiting_per_pod_from_every_engine(adapter: Adapter) -> None:
     assert await pods(adapter, "inference_requests_waiting") == {
         "vllm-0": "7",  # vLLM 0.34
         "vllm-1": "4",  # two data-parallel engines: 3 + 1
         "vllm-010-0": "2",
         "vllm-091-0": "0",
+        "vllm-om-0": "6",  # served by prometheus_client: Prometheus stores vllm_num_requests_waiting
         "sglang-0": "4",  # the total only: not the per-priority shares, not tensor-parallel rank 1's copy
         "tgi-0": "5",
         "triton-0": "3",  # two models: 2 + 1
@@ -74,6 +87,7 @@ async def test_requests_running_leave_out_negative_counts(adapter: Adapter) -> N
         "vllm-1": "11",
         "vllm-010-0": "4",
         "vllm-091-0": "1",
+        "vllm-om-0": "9",
         "sglang-0": "6",
         "tgi-0": "8",
         "mixed-0": "5",
@@ -87,6 +101,7 @@ async def test_kv_cache_usage_in_percent_from_the_new_the_old_and_sglangs_gauges
         "vllm-1": "50",  # two engines averaged: (0.6 + 0.4) / 2
         "vllm-010-0": "50",  # 0.10 writes 0.5 under both names
         "vllm-091-0": "25",  # 0.9.1: the old name only
+        "vllm-om-0": "30",
         "sglang-0": "42",
         "mixed-0": "40",  # (0.3 + 0.5) / 2
         # bad-0 says 1.7: no KV cache is 170 % full, left out
@@ -102,6 +117,7 @@ async def test_times_are_the_histograms_means_over_the_last_minute(adapter: Adap
         "vllm-1": "375m",  # engines at 0.5 s and 0.25 s, as many requests each
         "vllm-010-0": "250m",
         "vllm-091-0": "250m",
+        "vllm-om-0": "250m",
         "sglang-0": "500m",
         "bad-0": "250m",  # its histograms are sound
         # TGI writes no time to first token
@@ -115,6 +131,7 @@ async def test_times_are_the_histograms_means_over_the_last_minute(adapter: Adap
         "vllm-1": "100m",
         "vllm-010-0": "100m",
         "vllm-091-0": "100m",
+        "vllm-om-0": "100m",
         "sglang-0": "200m",
         "tgi-0": "50m",
         "triton-0": "2m",  # (8,000 + 2,000) us queued / (4 + 1) requests each scrape = 2 ms
@@ -125,22 +142,22 @@ async def test_times_are_the_histograms_means_over_the_last_minute(adapter: Adap
 
 async def test_per_namespace_and_per_node(adapter: Adapter) -> None:
     body = await adapter.get(f"{CM}/namespaces/llm/metrics/inference_requests_waiting")
-    assert [item["value"] for item in body["items"]] == ["28"]  # 7 + 4 + 2 + 0 + 4 + 5 + 3 + 3
+    assert [item["value"] for item in body["items"]] == ["34"]  # 7 + 4 + 2 + 0 + 6 + 4 + 5 + 3 + 3
     nodes = values(await adapter.get(f"{CM}/nodes/*/inference_requests_waiting"))
-    assert nodes == {"node-a": "13", "node-b": "18", "node-c": "6"}  # node-b: sglang 4, tgi 5, stack-vllm 9
+    assert nodes == {"node-a": "19", "node-b": "18", "node-c": "6"}  # node-b: sglang 4, tgi 5, stack-vllm 9
 
 
 async def test_external_values_are_the_namespaces_own(adapter: Adapter) -> None:
-    assert await external(adapter, "inference_requests_waiting") == ["28"]
-    assert await external(adapter, "inference_requests_running") == ["47"]  # 12 + 11 + 4 + 1 + 6 + 8 + 5
+    assert await external(adapter, "inference_requests_waiting") == ["34"]
+    assert await external(adapter, "inference_requests_running") == ["56"]  # 12 + 11 + 4 + 1 + 9 + 6 + 8 + 5
     # production-stack's router writes vllm:num_requests_running for what it routed: not counted again
     assert await external(adapter, "inference_requests_running", "stack") == ["12"]
     assert await external(adapter, "inference_requests_waiting", "stack") == ["9"]
 
 
 async def test_demand_counts_the_gateway_queue_once_and_the_engines_queues(adapter: Adapter) -> None:
-    # the endpoint picker writes its queue (6) under the new and the old name: counted once, plus the engines' 28
-    assert await external(adapter, "inference_demand") == ["34"]
+    # the endpoint picker writes its queue (6) under the new and the old name: counted once, plus the engines' 34
+    assert await external(adapter, "inference_demand") == ["40"]
     assert await external(adapter, "inference_demand", "stack") == ["9"]  # the router keeps no queue
 
 

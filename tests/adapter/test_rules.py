@@ -180,8 +180,10 @@ def test_default_rules_declare_the_gpu_and_inference_metrics() -> None:
     for name in names:
         for resource in ("pods", "namespaces", "nodes"):
             assert (name, resource) in declared
+    # each vLLM and SGLang name also as prometheus_client writes it to Prometheus 2.x, a colon made "_"
     assert set(declared["inference_requests_waiting", "pods"]) == {
-        "vllm:num_requests_waiting", "sglang:num_queue_reqs", "tgi_queue_size", "nv_inference_pending_request_count"
+        "vllm:num_requests_waiting", "vllm_num_requests_waiting", "sglang:num_queue_reqs", "sglang_num_queue_reqs",
+        "tgi_queue_size", "nv_inference_pending_request_count",
     }  # fmt: skip
     external = {name for r in rules.external_rules for _, name, _ in r.declared(BUILT_IN)}
     assert external == names | {"inference_demand", "inference_request_rate"}
