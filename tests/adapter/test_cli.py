@@ -92,6 +92,24 @@ async def served(kube: FakeKubeAPIServer, store: Prometheus, cluster: Cluster, t
 
 
 @on_every_store
+async def test_kubectl_reads_the_inference_metrics_an_hpa_and_a_scale_from_zero_read(served: Served) -> None:
+    """The engines' queues per pod and the namespace's demand (harness/stores/engines.py; the numbers are worked out in
+    tests/adapter/test_inference_metrics.py)."""
+    rc, out, err = await served.kubectl(
+        "get", "--raw", f"{CM}/v1beta2/namespaces/llm/pods/*/inference_requests_waiting?labelSelector=app%3Dvision"
+    )
+    assert rc == 0, err
+    assert {i["describedObject"]["name"]: i["value"] for i in json.loads(out)["items"]} == {"triton-0": "3"}
+    rc, out, err = await served.kubectl(
+        "get", "--raw", "/apis/external.metrics.k8s.io/v1beta1/namespaces/llm/inference_demand"
+    )
+    assert rc == 0, err
+    body = json.loads(out)
+    assert body["kind"] == "ExternalMetricValueList"
+    assert [i["value"] for i in body["items"]] == ["40"]
+
+
+@on_every_store
 async def test_kubectl_reads_the_hpa_request_over_https(served: Served) -> None:
     rc, out, err = await served.kubectl(
         "get", "--raw", f"{CM}/v1beta2/namespaces/ml/pods/*/gpu_utilization?labelSelector=app%3Dtrainer"
