@@ -32,8 +32,9 @@ ROOT = Path(__file__).resolve().parents[1]
 
 from adapter.config.rules import default_rules_text  # noqa: E402
 from harness.kube.api import FakeKubeAPIServer  # noqa: E402
+from harness.processes import free_port  # noqa: E402
 from harness.stores.exporter import Exporter  # noqa: E402
-from harness.stores.prometheus import Prometheus, free_port, run_prometheus  # noqa: E402
+from harness.stores.prometheus import Prometheus, run_prometheus  # noqa: E402
 
 GPU = "DCGM_FI_DEV_GPU_UTIL"
 CM = "/apis/custom.metrics.k8s.io/v1beta2"

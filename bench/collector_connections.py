@@ -33,7 +33,7 @@ from pathlib import Path
 from bench.adapter_bench import machine
 from bench.connections_bench import raise_open_files
 from harness.node.web_config import tls_web_config
-from harness.stores.prometheus import free_port
+from harness.processes import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 

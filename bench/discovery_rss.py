@@ -23,8 +23,9 @@ import aiohttp
 
 from bench.adapter_bench import catch_all_config, machine, metric_value, rss_mb, wide_exposition
 from harness.kube.api import FakeKubeAPIServer
+from harness.processes import free_port
 from harness.stores.exporter import Exporter
-from harness.stores.prometheus import free_port, run_prometheus
+from harness.stores.prometheus import run_prometheus
 
 ROOT = Path(__file__).resolve().parents[1]
 NAMES = 50

@@ -39,7 +39,6 @@ import math
 import os
 import platform
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
@@ -53,6 +52,7 @@ import aiohttp
 from prometheus_client.parser import text_string_to_metric_families
 
 from common import connections
+from harness.processes import free_port, server_process
 from loadgen.serving.arrivals import Arrivals
 from loadgen.serving.engine import Capacity, Engine, measure_capacity
 from loadgen.serving.metrics import EngineMetrics
@@ -87,15 +87,6 @@ API_READS = {
 }
 API_COLUMNS = tuple(API_READS)
 _SUFFIXES = {"n": 1e-9, "u": 1e-6, "m": 1e-3, "k": 1e3, "M": 1e6}
-
-
-def free_port() -> int:
-    """A port free now on 127.0.0.1 (harness.stores.prometheus has one too, but imports PyYAML, which a GPU machine
-    with only this project's runtime needs may lack)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 @contextlib.contextmanager
@@ -135,42 +126,37 @@ def api_chain(prometheus: str, engine_port: int, collector_port: int | None, wor
     config.write_text(json.dumps({"global": {"scrape_interval": "1s"}, "scrape_configs": jobs}))
     prometheus_port, adapter_port = free_port(), free_port()
     with contextlib.ExitStack() as stack:
-        stack.enter_context(_process(
+        stack.enter_context(server_process(
+            "Prometheus",
             [prometheus, f"--config.file={config}", f"--storage.tsdb.path={work / 'data'}",
              f"--web.listen-address=127.0.0.1:{prometheus_port}"],
-            work / "prometheus.log", f"http://127.0.0.1:{prometheus_port}/-/ready",
+            work / "prometheus.log", f"http://127.0.0.1:{prometheus_port}/-/ready", within=60,
         ))  # fmt: skip
+        _scraping(f"http://127.0.0.1:{prometheus_port}")
         adapter = f"http://127.0.0.1:{adapter_port}"
-        stack.enter_context(_process(
+        stack.enter_context(server_process(
+            "the adapter",
             [sys.executable, "-m", "adapter", "--insecure-serve-http", "--insecure-disable-auth",
              f"--secure-port={adapter_port}", f"--prometheus-url=http://127.0.0.1:{prometheus_port}"],
-            work / "adapter.log", f"{adapter}/readyz",
+            work / "adapter.log", f"{adapter}/readyz", cwd=ROOT, within=60,
         ))  # fmt: skip
         yield adapter
 
 
-@contextlib.contextmanager
-def _process(args: list[str], log: Path, ready: str) -> Iterator[None]:
+def _scraping(prometheus: str, within: float = 60.0) -> None:
+    """Wait for Prometheus's first scrape of the engine: it takes up new targets every 5 s, so the first load's first
+    seconds would otherwise read nothing through the API."""
+    import urllib.parse
     import urllib.request
 
-    with log.open("wb") as out:
-        process = subprocess.Popen(args, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                with urllib.request.urlopen(ready, timeout=2) as resp:
-                    if resp.status == 200:
-                        break
-            except OSError:
-                pass
-            if process.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"{args[0]} did not come up: {log.read_text()[-2000:]}")
-            time.sleep(0.3)
-        yield
-    finally:
-        process.terminate()
-        process.wait(timeout=15)
+    query = urllib.parse.urlencode({"query": 'up{job="gpuscale-inference-engines"} == 1'})
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        with urllib.request.urlopen(f"{prometheus}/api/v1/query?{query}", timeout=5) as resp:
+            if json.load(resp)["data"]["result"]:
+                return
+        time.sleep(0.5)
+    raise RuntimeError(f"Prometheus did not scrape the engine within {within:g} s")
 
 
 def quantity(text: str) -> float:
@@ -292,7 +278,9 @@ async def run(args: argparse.Namespace) -> None:
         if args.prometheus:
             work = Path(tempfile.mkdtemp(prefix="inference-load-api-"))
             collector_port = int(collector_url.split(":")[2].split("/")[0]) if collector_url else None
-            adapter = stack.enter_context(api_chain(args.prometheus, port, collector_port, work))
+            # in a thread: the engine's page must be served on this loop meanwhile, for Prometheus's first scrape
+            chain = api_chain(args.prometheus, port, collector_port, work)
+            adapter = await asyncio.to_thread(stack.enter_context, chain)
         header(args, model, capacity, adapter is not None)
         stop = threading.Event()
         try:

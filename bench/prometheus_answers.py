@@ -38,7 +38,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 from bench.adapter_bench import machine, rss_mb  # noqa: E402
 from harness.kube.api import FakeKubeAPIServer  # noqa: E402
-from harness.stores.prometheus import free_port  # noqa: E402
+from harness.processes import free_port  # noqa: E402
 
 CM = "/apis/custom.metrics.k8s.io/v1beta2"
 PODS = 6

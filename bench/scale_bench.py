@@ -45,8 +45,9 @@ ROOT = Path(__file__).resolve().parents[1]
 from adapter.config.rules import default_rules_text  # noqa: E402
 from bench.adapter_bench import machine, metric_value, percentile, rss_mb  # noqa: E402
 from bench.scale_cluster import Cluster, add_cluster_arguments, cluster_of  # noqa: E402
+from harness.processes import free_port  # noqa: E402
 from harness.stores.exporter import Exporter  # noqa: E402
-from harness.stores.prometheus import Prometheus, free_port, run_prometheus  # noqa: E402
+from harness.stores.prometheus import Prometheus, run_prometheus  # noqa: E402
 
 CM = "/apis/custom.metrics.k8s.io/v1beta2"
 RULES = ROOT / "manifests" / "prometheus" / "gpuscale-rules.yaml"

@@ -29,7 +29,7 @@ from collector.simulation.nvml import SimulatedNvml
 from harness.node import proc_tree
 from harness.node.kubelet import PodResourcesServer, gpu_pod
 from harness.node.pod_directory import StaticPodDirectory
-from harness.stores.prometheus import free_port
+from harness.processes import free_port
 
 CLIENT = """
 import http.client, json, sys, time

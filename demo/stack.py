@@ -25,7 +25,8 @@ import aiohttp
 from harness.kube.api import FakeKubeAPIServer
 from harness.kube.wire import parse_quantity
 from harness.node.kubelet import FakePod, PodResourcesServer
-from harness.stores.prometheus import Prometheus, free_port, run_prometheus
+from harness.processes import free_port
+from harness.stores.prometheus import Prometheus, run_prometheus
 
 ROOT = Path(__file__).resolve().parents[1]
 CUSTOM = "/apis/custom.metrics.k8s.io/v1beta2"

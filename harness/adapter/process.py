@@ -17,7 +17,7 @@ import aiohttp
 
 from harness.kube.api import FakeKubeAPIServer
 from harness.kube.cluster import Cluster, grant_cluster_roles
-from harness.stores.prometheus import free_port
+from harness.processes import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 _WITH_LIMITS = (

@@ -12,7 +12,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 
-from harness.stores.prometheus import free_port
+from harness.processes import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 _WITH_LIMITS = (

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import subprocess
 import time
 import urllib.parse
@@ -17,11 +16,7 @@ from typing import Any
 
 import yaml
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+from harness.processes import free_port, server_process
 
 
 def prometheus_binary() -> str:
@@ -118,30 +113,3 @@ def run_prometheus(
     url = f"http://127.0.0.1:{port}"
     with server_process("Prometheus", args, log, f"{url}/-/ready") as process:
         yield Prometheus(url, process, log)
-
-
-@contextmanager
-def server_process(what: str, args: list[str], log: Path, ready_url: str) -> Iterator[subprocess.Popen[bytes]]:
-    """``args`` running with its output in ``log``, once ``ready_url`` answers 200 (within 30 s); stopped on exit."""
-    with log.open("wb") as out:
-        process = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT)
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                with urllib.request.urlopen(ready_url, timeout=2) as resp:
-                    if resp.status == 200:
-                        break
-            except OSError:
-                pass
-            if process.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"{what} did not start: {log.read_text()[-2000:]}")
-            time.sleep(0.1)
-        yield process
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()

@@ -18,7 +18,8 @@ from typing import Any
 
 import yaml
 
-from harness.stores.prometheus import Prometheus, free_port, server_process
+from harness.processes import free_port, server_process
+from harness.stores.prometheus import Prometheus
 
 FRESH = "nocache=1"
 

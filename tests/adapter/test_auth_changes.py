@@ -16,7 +16,7 @@ from harness.adapter.in_process import MakeSecure
 from harness.kube.api import FakeKubeAPIServer
 from harness.kube.cluster import HPA_REQUEST, HPA_TOKEN, Cluster, status_of
 from harness.kube.pki import CA
-from harness.stores.prometheus import free_port
+from harness.processes import free_port
 from harness.waiting import eventually, wait_until
 
 CONFIGMAPS = "/api/v1/namespaces/kube-system/configmaps"

@@ -18,8 +18,9 @@ import pytest
 from harness.kube.api import FakeKubeAPIServer
 from harness.kube.cluster import HPA, HPA_TOKEN, STRANGER_TOKEN, Cluster, grant_cluster_roles
 from harness.kube.kubectl import kubectl_binary, kubectl_config, run
+from harness.processes import free_port
 from harness.stores.kinds import on_every_store
-from harness.stores.prometheus import Prometheus, free_port
+from harness.stores.prometheus import Prometheus
 from harness.waiting import eventually
 
 CM = "/apis/custom.metrics.k8s.io"

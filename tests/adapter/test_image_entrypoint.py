@@ -29,7 +29,8 @@ from harness.deploy.peer_args import KUBE_PROMETHEUS_CIPHERS
 from harness.kube.api import FakeKubeAPIServer
 from harness.kube.cluster import Cluster, grant_cluster_roles
 from harness.kube.kubectl import kubectl_binary, kubectl_config, run
-from harness.stores.prometheus import Prometheus, free_port
+from harness.processes import free_port
+from harness.stores.prometheus import Prometheus
 from harness.waiting import eventually
 
 

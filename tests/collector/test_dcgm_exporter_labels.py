@@ -24,7 +24,8 @@ from collector.pods.labels import RESERVED
 from collector.simulation.nvml import SimulatedNvml
 from harness.kube.api import FakeKubeAPIServer
 from harness.node.kubelet import DraClaim, FakePod, PodResourcesServer, gpu_pod
-from harness.stores.prometheus import free_port, run_prometheus
+from harness.processes import free_port
+from harness.stores.prometheus import run_prometheus
 
 ROOT = Path(__file__).resolve().parents[2]
 NODE = "node-a"

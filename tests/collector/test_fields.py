@@ -21,7 +21,8 @@ from collector.nvml.fields import FIELDS, LABEL_FIELDS, NVLINK_TOTAL, nvlink_fie
 from collector.nvml.reader import NvmlReader
 from collector.simulation.nvml import SimulatedNvml
 from harness.node.nvml_trace import ReplayNvml
-from harness.stores.prometheus import free_port, run_prometheus
+from harness.processes import free_port
+from harness.stores.prometheus import run_prometheus
 
 ROOT = Path(__file__).resolve().parents[2]
 ALL = frozenset(FIELDS)

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.stores.prometheus import free_port, run_prometheus
+from harness.processes import free_port
+from harness.stores.prometheus import run_prometheus
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -23,7 +23,8 @@ import bcrypt
 import pytest
 import trustme
 
-from harness.stores.prometheus import free_port, run_prometheus
+from harness.processes import free_port
+from harness.stores.prometheus import run_prometheus
 
 ROOT = Path(__file__).resolve().parents[2]
 PASSWORD = "s3cret"

@@ -40,7 +40,8 @@ from harness.deploy.promql_names import (
 )
 from harness.kube.api import FakeKubeAPIServer
 from harness.node.kubelet import FakePod, PodResourcesServer
-from harness.stores.prometheus import Prometheus, free_port, run_prometheus
+from harness.processes import free_port
+from harness.stores.prometheus import Prometheus, run_prometheus
 
 # What the dashboard and the rules are checked against: real programs on 127.0.0.1.
 #

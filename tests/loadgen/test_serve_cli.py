@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.stores.prometheus import free_port
+from harness.processes import free_port
 from loadgen.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -1,0 +1,49 @@
+"""Servers the tests, the benchmarks and the demo start as plain processes: a free port, and a process waited for
+until it answers. Nothing here needs more than the standard library, so a benchmark on a GPU machine that carries only
+the project's runtime can use it."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import time
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextmanager
+def server_process(
+    what: str, args: list[str], log: Path, ready_url: str, cwd: Path | None = None, within: float = 30.0
+) -> Iterator[subprocess.Popen[bytes]]:
+    """``args`` running in ``cwd`` with its output in ``log``, once ``ready_url`` answers 200 (within ``within``
+    seconds); stopped on exit."""
+    with log.open("wb") as out:
+        process = subprocess.Popen(args, cwd=cwd, stdout=out, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + within
+        while True:
+            try:
+                with urllib.request.urlopen(ready_url, timeout=2) as resp:
+                    if resp.status == 200:
+                        break
+            except OSError:
+                pass
+            if process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"{what} did not start: {log.read_text()[-2000:]}")
+            time.sleep(0.1)
+        yield process
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
