@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 import sys
 from pathlib import Path
 
@@ -11,6 +12,7 @@ from adapter.errors import ConfigError
 from adapter.keda.settings import KedaSettings
 from adapter.settings import parse_settings
 from harness.kube.kubectl import run
+from harness.stores.prometheus import free_port
 
 BASE = {"GPUSCALE_ADAPTER_PROMETHEUS_URL": "http://localhost:9090"}
 
@@ -79,3 +81,28 @@ async def test_a_bad_value_stops_the_start_with_exit_code_2() -> None:
     rc, _, err = await run(*ADAPTER, "--keda-scaler-address=nope")
     assert rc == 2
     assert "--keda-scaler-address (or GPUSCALE_ADAPTER_KEDA_SCALER_ADDRESS): 'nope' is not HOST:PORT" in err
+
+
+async def test_a_client_ca_file_that_is_no_ca_bundle_stops_the_start(tmp_path: Path) -> None:
+    (tmp_path / "ca.crt").write_text("not a certificate\n")
+    rc, _, err = await run(
+        *ADAPTER, "--insecure-disable-auth", f"--cert-dir={tmp_path}", f"--secure-port={free_port()}",
+        "--keda-scaler-address=127.0.0.1:0", f"--keda-client-ca-file={tmp_path / 'ca.crt'}",
+    )  # fmt: skip
+    assert rc == 2
+    assert f"--keda-client-ca-file {tmp_path / 'ca.crt'}: not a PEM CA bundle" in err.splitlines()[-1]
+    assert "Traceback" not in err
+
+
+async def test_a_port_in_use_stops_the_start_naming_the_flag() -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        rc, _, err = await run(
+            *ADAPTER, "--insecure-serve-http", "--insecure-disable-auth", f"--secure-port={free_port()}",
+            f"--keda-scaler-address=127.0.0.1:{port}",
+        )  # fmt: skip
+    assert rc == 2
+    assert f"--keda-scaler-address 127.0.0.1:{port}: cannot listen there" in err.splitlines()[-1]
+    assert "Traceback" not in err

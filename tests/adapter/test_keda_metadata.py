@@ -8,6 +8,7 @@ import pytest
 
 from adapter.errors import BadRequest
 from adapter.keda.metadata import MetricType, ScalerQuery, parse_metadata
+from adapter.keda.scaler import whole
 from adapter.query.selectors import parse_selector
 
 BASE = {"metricName": "gpu_utilization", "targetValue": "60"}
@@ -80,3 +81,20 @@ def test_the_same_question_over_http() -> None:
     )
     external = parse_metadata({**BASE, "metricType": "external", "metricName": "a/b"})
     assert external.path("ml") == "/apis/external.metrics.k8s.io/v1beta1/namespaces/ml/a%2Fb"
+
+
+@pytest.mark.parametrize(
+    ("number", "integer"),
+    [
+        ("0", 0),
+        ("0.4", 1),  # a demand above zero never reads as none on a KEDA that reads the integer
+        ("2.5", 3),
+        ("60", 60),
+        ("-0.4", 0),
+        ("-2.5", -2),
+        ("1e30", 2**63 - 1),
+        ("-1e30", -(2**63)),
+    ],
+)
+def test_the_deprecated_integer_fields_are_the_ceiling_within_int64(number: str, integer: int) -> None:
+    assert whole(Decimal(number)) == integer
