@@ -83,9 +83,8 @@ async def _keda_ctx(app: web.Application) -> AsyncIterator[None]:
     tasks = []
     if certificates is not None:
         interval = settings.config_check_interval
-        tasks = start(
-            [polled("keda/certificates", interval, certificates.reload_if_changed, metrics, timing)], metrics, timing
-        )
+        files = polled("serving-certificate/keda", interval, certificates.reload_if_changed, metrics, timing)
+        tasks = start([files], metrics, timing)
     yield
     await stop(tasks)
     await server.stop()
