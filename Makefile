@@ -36,15 +36,23 @@ bench: setup
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache
 
-# The kubelet pod-resources stubs are generated from collector/pods/podresources/api.proto and committed. An older
-# grpcio-tools is pinned on purpose: generated code runs on any runtime at least as new as its generator, so this
-# keeps the collector working with grpcio >= 1.66 and protobuf >= 5.27 (GPU images often carry older ones).
+# The gRPC stubs are generated from the .proto beside them and committed: the kubelet's pod-resources API
+# (collector/pods/podresources/api.proto) and KEDA's external scaler (adapter/keda/externalscaler/externalscaler.proto).
+# An older grpcio-tools is pinned on purpose: generated code runs on any runtime at least as new as its generator, so
+# this keeps both programs working with grpcio >= 1.66 and protobuf >= 5.27 (GPU images often carry older ones).
+# $(call protoc,DIRECTORY,NAME): NAME_pb2.py, NAME_pb2.pyi and NAME_pb2_grpc.py from DIRECTORY/NAME.proto, the
+# service module importing its messages from its own package, the typed stub formatted as the tree is.
+define protoc
+	/tmp/gpuscale-protoc/bin/python -m grpc_tools.protoc -I $(1) --python_out=$(1) --pyi_out=$(1) \
+		--grpc_python_out=$(1) $(1)/$(2).proto
+	sed -i 's/^import $(2)_pb2 as $(2)__pb2/from . import $(2)_pb2 as $(2)__pb2/' $(1)/$(2)_pb2_grpc.py
+	$(BIN)/ruff format -q $(1)/$(2)_pb2.pyi  # wrapped first, so that the fixes below fit
+	$(BIN)/ruff check -q --fix $(1)/$(2)_pb2.pyi
+	$(BIN)/ruff format -q $(1)/$(2)_pb2.pyi
+endef
+
 protos:
 	$(PYTHON) -m venv /tmp/gpuscale-protoc
 	/tmp/gpuscale-protoc/bin/pip install -q grpcio-tools==1.66.2
-	/tmp/gpuscale-protoc/bin/python -m grpc_tools.protoc -I collector/pods/podresources --python_out=collector/pods/podresources \
-		--pyi_out=collector/pods/podresources --grpc_python_out=collector/pods/podresources collector/pods/podresources/api.proto
-	sed -i 's/^import api_pb2 as api__pb2/from . import api_pb2 as api__pb2/' collector/pods/podresources/api_pb2_grpc.py
-	$(BIN)/ruff format -q collector/pods/podresources/api_pb2.pyi  # wrapped first, so that the fixes below fit
-	$(BIN)/ruff check -q --fix collector/pods/podresources/api_pb2.pyi
-	$(BIN)/ruff format -q collector/pods/podresources/api_pb2.pyi
+	$(call protoc,collector/pods/podresources,api)
+	$(call protoc,adapter/keda/externalscaler,externalscaler)

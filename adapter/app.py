@@ -19,8 +19,11 @@ from adapter.backends.kube_api import KubeMetadataAPI
 from adapter.components import COMPONENTS, components
 from adapter.http import handlers
 from adapter.http.health import STOPPING
+from adapter.keda.credentials import ScalerCertificates
+from adapter.keda.scaler import Scaler
+from adapter.keda.server import ScalerServer
 from adapter.naming.resources import RestMapping
-from adapter.security import auth
+from adapter.security import auth, tls
 from adapter.security.tls import ServingTLS
 from adapter.self_metrics import AdapterMetrics
 from adapter.settings import Settings
@@ -33,6 +36,7 @@ KUBE_API = web.AppKey("kube_api", KubeMetadataAPI)
 AUTH_API = web.AppKey("auth_api", AuthAPI)
 SERVING = web.AppKey("serving", ServingTLS)
 TIMING = web.AppKey("timing", Timing)
+KEDA = web.AppKey("keda", ScalerServer)
 
 
 async def _components_ctx(app: web.Application) -> AsyncIterator[None]:
@@ -61,6 +65,29 @@ async def _serving_ctx(app: web.Application) -> AsyncIterator[None]:
     tasks = start([certificate], metrics, timing)
     yield
     await stop(tasks)
+
+
+async def _keda_ctx(app: web.Application) -> AsyncIterator[None]:
+    """KEDA's external scaler on --keda-scaler-address, answered by the components' provider; with the serving
+    certificate unless --insecure-serve-http."""
+    settings, metrics, timing = app[SETTINGS], app[METRICS], app[TIMING]
+    keda = settings.keda
+    assert keda.address is not None
+    certificates = None
+    if not settings.insecure_serve_http:
+        serving = app.get(SERVING) or tls.serving_tls(settings.tls, request_certs=False)
+        certificates = ScalerCertificates(serving.cert, serving.key, keda.client_ca_file)
+    scaler = Scaler(app[COMPONENTS].provider, metrics, keda.stream_interval, keda.max_streams)
+    server = app[KEDA] = ScalerServer(keda.address, scaler, certificates)
+    await server.start()
+    tasks = []
+    if certificates is not None:
+        interval = settings.config_check_interval
+        files = polled("serving-certificate/keda", interval, certificates.reload_if_changed, metrics, timing)
+        tasks = start([files], metrics, timing)
+    yield
+    await stop(tasks)
+    await server.stop()
 
 
 def _mapping(app: web.Application) -> RestMapping | None:
@@ -102,5 +129,7 @@ def create_app(
     if not settings.insecure_disable_auth:
         app.cleanup_ctx.append(_security_ctx)
     app.cleanup_ctx.append(_components_ctx)
+    if settings.keda.address is not None:
+        app.cleanup_ctx.append(_keda_ctx)  # after the components, whose provider it asks, and stopped before them
     handlers.add_routes(app)
     return app

@@ -78,8 +78,9 @@ async def _serve(settings: Settings, limits: connections.Limits) -> None:
     app = create_app(settings, serving=serving)
     access_log = logging.getLogger("aiohttp.access") if settings.verbosity >= 6 else None
     runner = connections.runner(app, limits, access_log)
-    await runner.setup()
     try:
+        # inside: a part that fails to start (KEDA's port taken) leaves those started before it to be closed
+        await runner.setup()
         site = connections.BoundedSite(
             runner, settings.bind_address, settings.secure_port, ssl_context=ssl_context, limits=limits
         )

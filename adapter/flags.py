@@ -1,6 +1,6 @@
-"""The adapter's command line: the flags of each package (``backends/flags.py``, ``security/flags.py``), the
-adapter's own, and prometheus-adapter's that act on nothing here, in one table with ``GPUSCALE_ADAPTER_*``
-variables. ``Settings`` takes its defaults from it."""
+"""The adapter's command line: the flags of each package (``backends/flags.py``, ``security/flags.py``,
+``keda/flags.py``), the adapter's own, and prometheus-adapter's that act on nothing here, in one table with
+``GPUSCALE_ADAPTER_*`` variables. ``Settings`` takes its defaults from it."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from typing import Any
 
 from adapter.backends import flags as backend_flags
 from adapter.backends.auth_api import CONFIGMAP
+from adapter.keda import flags as keda_flags
 from adapter.security import flags as security_flags
 from common.flags import FlagTable, boolean, duration, flag, integer, optional_path, optional_text
 
@@ -84,6 +85,7 @@ def _table() -> FlagTable:
         flag("-v", "--v", field="verbosity", parse=integer(0, 2**31 - 1), default="0",
              help="log verbosity, 0 and up as klog's; 4 and above logs debug lines, 6 and above every request"),
         *security_flags.AUTH_FLAGS,
+        *keda_flags.FLAGS,
     ]  # fmt: skip
     flags += [
         flag(f"--{name.replace('_', '-')}", *([f"--{name}"] if "_" in name else []), parse=optional_text, help="",

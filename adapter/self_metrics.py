@@ -27,6 +27,7 @@ class AdapterMetrics:
         self._serving(self.registry)
         self._backends(self.registry)
         self._security(self.registry)
+        self._keda(self.registry)
 
     def restarted(self, task: str) -> None:
         self.background_restarts.labels(task).inc()
@@ -158,5 +159,30 @@ class AdapterMetrics:
             f"{p}_serving_certificate_reloads",
             "Reloads of the serving certificate and key after they changed on disk, by result.",
             ["result"],
+            registry=r,
+        )
+
+    def _keda(self, r: CollectorRegistry) -> None:
+        """KEDA's external scaler (gRPC)."""
+        p = PREFIX
+        self.keda_requests = Counter(
+            f"{p}_keda_requests",
+            "Calls of KEDA's external scaler, by method and gRPC status code (a stream's when it ends).",
+            ["method", "code"],
+            registry=r,
+        )
+        self.keda_request_seconds = Histogram(
+            f"{p}_keda_request_duration_seconds",
+            "Time to answer a call of KEDA's external scaler other than a stream, by method.",
+            ["method"],
+            buckets=_LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.keda_streams = Gauge(
+            f"{p}_keda_streams", "StreamIsActive streams open now (at most --keda-max-streams).", registry=r
+        )
+        self.keda_stream_updates = Counter(
+            f"{p}_keda_stream_updates",
+            "Activity sent on StreamIsActive streams: the first value of each stream and every change after it.",
             registry=r,
         )

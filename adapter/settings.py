@@ -17,6 +17,7 @@ from adapter.backends.backend_specs import BackendSpec
 from adapter.backends.prometheus import PrometheusConfig
 from adapter.errors import ConfigError
 from adapter.flags import FLAGS, default
+from adapter.keda.settings import KedaSettings
 from adapter.security.auth_config import AuthSettings
 from adapter.security.tls import TLSSettings
 from common.flags import FlagError, boolean, parse_duration
@@ -45,6 +46,7 @@ class Settings:
     insecure_disable_auth: bool = default("insecure-disable-auth")
     auth: AuthSettings = field(default_factory=AuthSettings)
     lister_kubeconfig: Path | None = default("lister-kubeconfig")
+    keda: KedaSettings = field(default_factory=KedaSettings)
     verbosity: int = default("v")
     ignored_flags: tuple[str, ...] = ()
 
@@ -79,6 +81,16 @@ def _settings(argv: Sequence[str], env: Mapping[str, str]) -> Settings:
             "plain HTTP carries no client certificates, so callers cannot be authenticated as the aggregation "
             "layer authenticates them; add --insecure-disable-auth to serve every caller (local runs only)",
         )
+    if values["keda-client-ca-file"] is not None:
+        if values["keda-scaler-address"] is None:
+            raise fail(
+                "keda-client-ca-file", "needs --keda-scaler-address: there is no KEDA scaler to check callers of"
+            )
+        if values["insecure-serve-http"]:
+            raise fail(
+                "keda-client-ca-file",
+                "client certificates need TLS, and --insecure-serve-http serves KEDA's scaler in plain text too",
+            )
     if values["insecure-disable-auth"]:
         # what --insecure-disable-auth turns off: giving any of these with it is a contradiction, not a no-op
         contradicting = [f for f, flag in FLAGS.flags.items() if (flag.field or "").startswith("auth.")]
@@ -89,6 +101,7 @@ def _settings(argv: Sequence[str], env: Mapping[str, str]) -> Settings:
         prometheus=PrometheusConfig(**prometheus, discovery_timeout=max(prometheus["timeout"], 30.0)),
         auth=AuthSettings(**values.fields("auth")),
         tls=TLSSettings(**values.fields("tls")),
+        keda=KedaSettings(**values.fields("keda")),
         max_age=relist if max_age is None else max_age,
         ignored_flags=values.ignored,
         **values.fields(),

@@ -16,6 +16,7 @@ from adapter.errors import NotFinite, OutOfRange
 FLOAT64_MAX = Decimal("1.7976931348623157e308")
 _SUFFIXES = {-9: "n", -6: "u", -3: "m", 0: "", 3: "k", 6: "M", 9: "G", 12: "T", 15: "P", 18: "E"}
 _NANO = Decimal("1e-9")
+_EXPONENTS = {suffix: exponent for exponent, suffix in _SUFFIXES.items()}
 
 
 def parse_sample_value(text: str) -> Decimal:
@@ -68,6 +69,16 @@ def format_quantity(value: Decimal) -> str:
         mantissa *= 10 ** (exponent - 18)
         exponent = 18
     return f"{'-' if sign else ''}{mantissa}{_SUFFIXES[exponent]}"
+
+
+def quantity_value(quantity: str) -> Decimal:
+    """The exact value of a quantity as ``format_quantity`` writes it (``95500m`` → 95.5); ValueError for any other
+    text. What KEDA's scaler reads: the numbers the metrics APIs answer, added up without a float in between."""
+    suffix = quantity[-1:] if quantity[-1:].isalpha() else ""
+    mantissa = quantity.removesuffix(suffix)
+    if suffix not in _EXPONENTS or not mantissa.removeprefix("-").isdigit() or not mantissa.isascii():
+        raise ValueError(f"not a quantity the adapter writes: {quantity!r}")
+    return Decimal(mantissa).scaleb(_EXPONENTS[suffix], context=Context(prec=1000))
 
 
 @functools.lru_cache(maxsize=4096)

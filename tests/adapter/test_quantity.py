@@ -7,7 +7,13 @@ from hypothesis import strategies as st
 from adapter.backends.prometheus import Sample
 from adapter.errors import NotFinite, OutOfRange
 from adapter.provider.resource_metrics import _value as usage_value
-from adapter.query.quantity import binary_quantity, format_quantity, parse_sample_value, sample_quantity
+from adapter.query.quantity import (
+    binary_quantity,
+    format_quantity,
+    parse_sample_value,
+    quantity_value,
+    sample_quantity,
+)
 from harness.kube.wire import parse_quantity  # independent of the adapter: round trips check one against the other
 
 
@@ -136,3 +142,14 @@ def test_binary_quantity_refuses_what_is_not_finite() -> None:
 @given(st.integers(min_value=0, max_value=2**80))
 def test_binary_quantity_round_trips_whole_bytes(value: int) -> None:
     assert parse_quantity(binary_quantity(Decimal(value))) == value
+
+
+@given(st.decimals(allow_nan=False, allow_infinity=False, places=9, min_value=-(10**30), max_value=10**30))
+def test_quantity_value_reads_back_exactly_what_format_quantity_wrote(value: Decimal) -> None:
+    assert quantity_value(format_quantity(value)) == value == parse_quantity(format_quantity(value))
+
+
+@pytest.mark.parametrize("text", ["", "m", "-", "1.5", "1e3", "1Ki", "1x", "--1", " 1", "1 ", "١٢"])
+def test_quantity_value_refuses_what_format_quantity_never_writes(text: str) -> None:
+    with pytest.raises(ValueError, match="not a quantity"):
+        quantity_value(text)

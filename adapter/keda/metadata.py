@@ -1,0 +1,94 @@
+"""A KEDA trigger's ``metadata``, as the external scaler receives it in ``ScaledObjectRef.scalerMetadata``, parsed
+strictly into ``ScalerQuery``: every problem is a ``BadRequest`` (gRPC's INVALID_ARGUMENT) that names the key.
+
+No key names a namespace: the question is always asked in the ScaledObject's own namespace, which KEDA sets from
+the object itself. KEDA sends every key of the trigger's metadata, its own among them (``scalerAddress``,
+``enableTLS``, ``unsafeSsl``); those are accepted and not read, any other unknown key is an error, so that a typo
+(``targetvalue``) or an attempt at another namespace (``namespace: other``) is refused rather than ignored.
+"""
+
+from __future__ import annotations
+
+import re
+import urllib.parse
+from collections.abc import Mapping
+from dataclasses import dataclass
+from decimal import Decimal
+from enum import Enum
+
+from adapter.api.paths import CUSTOM_GROUP, EXTERNAL_GROUP
+from adapter.errors import BadRequest, NotFinite
+from adapter.query.quantity import in_range
+from adapter.query.selectors import Selector, parse_selector
+
+
+class MetricType(Enum):
+    PODS = "pods"  # the sum over the namespace's pods that match labelSelector of the custom metrics API's values
+    EXTERNAL = "external"  # the external metrics API's value, its items summed as the HPA sums them
+
+
+KEYS = ("metricName", "metricType", "labelSelector", "targetValue", "activationValue")
+KEDA_KEYS = ("scalerAddress", "enableTLS", "unsafeSsl")  # the external trigger's own keys, which KEDA passes on
+# KEDA hands the target to the HPA in thousandths (int64(target * 1000) milli-units): a smaller one would be 0
+SMALLEST_TARGET = Decimal("0.001")
+_NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
+
+
+@dataclass(frozen=True)
+class ScalerQuery:
+    """What one trigger asks: a metric, whose values over what, the target per replica and the activation level."""
+
+    metric: str
+    metric_type: MetricType
+    label_selector: Selector
+    target: Decimal
+    activation: Decimal
+
+    def path(self, namespace: str) -> str:
+        """The same question over HTTP, as ``gpuscale-adapter explain`` takes it."""
+        metric = urllib.parse.quote(self.metric, safe="")
+        if self.metric_type is MetricType.PODS:
+            path = f"/apis/{CUSTOM_GROUP}/v1beta2/namespaces/{namespace}/pods/*/{metric}"
+        else:
+            path = f"/apis/{EXTERNAL_GROUP}/v1beta1/namespaces/{namespace}/{metric}"
+        selector = str(self.label_selector)
+        return f"{path}?labelSelector={urllib.parse.quote(selector, safe='')}" if selector else path
+
+
+def _number(metadata: Mapping[str, str], key: str, default: str | None) -> Decimal:
+    text = metadata.get(key, default)
+    if text is None:
+        raise BadRequest(f"scalerMetadata: {key} is required")
+    if not _NUMBER.fullmatch(text):
+        raise BadRequest(f"scalerMetadata: {key} {text!r} is not a number")
+    try:
+        return in_range(Decimal(text))
+    except NotFinite:
+        raise BadRequest(f"scalerMetadata: {key} {text!r} is beyond float64's range") from None
+
+
+def parse_metadata(metadata: Mapping[str, str]) -> ScalerQuery:
+    """The trigger's metadata as a query; ``BadRequest`` naming the first key that is missing, unknown or wrong."""
+    unknown = sorted(set(metadata) - set(KEYS) - set(KEDA_KEYS))
+    if unknown:
+        raise BadRequest(
+            f"scalerMetadata: unknown key {unknown[0]!r} (known keys: {', '.join(sorted(KEYS))}; KEDA's own, "
+            f"not read: {', '.join(KEDA_KEYS)})"
+        )
+    metric = metadata.get("metricName", "")
+    if not metric:
+        raise BadRequest("scalerMetadata: metricName is required: a metric the adapter serves")
+    kind = metadata.get("metricType", MetricType.PODS.value)
+    try:
+        metric_type = MetricType(kind)
+    except ValueError:
+        raise BadRequest(f"scalerMetadata: metricType {kind!r} is not pods or external") from None
+    selector = parse_selector(metadata.get("labelSelector", ""), "scalerMetadata labelSelector")
+    target = _number(metadata, "targetValue", None)
+    if target < SMALLEST_TARGET:
+        raise BadRequest(
+            f"scalerMetadata: targetValue {metadata['targetValue']!r} must be at least {SMALLEST_TARGET}: KEDA "
+            "hands the HPA its target in thousandths"
+        )
+    activation = _number(metadata, "activationValue", "0")
+    return ScalerQuery(metric, metric_type, selector, target, activation)

@@ -1,0 +1,182 @@
+"""KEDA's external scaler: gRPC request → ``ScalerQuery`` → the provider (``values.py``) → gRPC answer. No PromQL
+and no Prometheus here, as in the HTTP handlers; every error leaves through ``status.py``.
+
+KEDA calls, for each ScaledObject with an ``external`` (polled) or ``external-push`` trigger: ``GetMetricSpec``
+once per reconcile (the HPA's target), ``IsActive`` and ``GetMetrics`` every ``pollingInterval``, and for
+``external-push`` one ``StreamIsActive`` stream that it keeps open, reopening it with a back-off when it ends.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import re
+import time
+from collections.abc import AsyncGenerator, AsyncIterator
+from decimal import ROUND_CEILING, Decimal
+from typing import TypeAlias
+
+import grpc
+
+from adapter.errors import AdapterError, BadRequest
+from adapter.keda.externalscaler import externalscaler_pb2 as pb
+from adapter.keda.externalscaler import externalscaler_pb2_grpc as pb_grpc
+from adapter.keda.metadata import ScalerQuery, parse_metadata
+from adapter.keda.status import INTERNAL_MESSAGE, status_of
+from adapter.keda.values import value
+from adapter.provider.provider import Provider
+from adapter.self_metrics import AdapterMetrics
+
+log = logging.getLogger(__name__)
+
+Context: TypeAlias = "grpc.aio.ServicerContext[object, object]"
+_NAMESPACE = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
+_INT64 = (-(2**63), 2**63 - 1)
+
+
+def whole(number: Decimal) -> int:
+    """The deprecated int64 fields (``targetSize``, ``metricValue``): the ceiling, within int64.
+
+    KEDA reads the float fields whenever they are above zero and the integers only otherwise; a KEDA older than the
+    float fields reads the integers alone. The ceiling never turns a demand or a target above zero into a zero (a
+    target of 0 is one the HPA cannot divide by, and a value of 0.4 read as 0 would show no load at all); where the
+    integer is read beside a float of zero or below, the ceiling of that float is that float's own rounding up."""
+    return min(max(int(number.to_integral_value(ROUND_CEILING)), _INT64[0]), _INT64[1])
+
+
+def read(ref: pb.ScaledObjectRef) -> tuple[str, ScalerQuery]:
+    """The namespace and the query of a ScaledObjectRef; ``BadRequest`` naming the field or key."""
+    if not _NAMESPACE.fullmatch(ref.namespace):
+        raise BadRequest(f"scaledObjectRef.namespace {ref.namespace!r} is not a namespace name")
+    return ref.namespace, parse_metadata(ref.scalerMetadata)
+
+
+class Scaler(pb_grpc.ExternalScalerServicer):
+    """``externalscaler.ExternalScaler`` on the provider the HTTP APIs use."""
+
+    def __init__(self, provider: Provider, metrics: AdapterMetrics, interval: float, max_streams: int) -> None:
+        """``interval``: how often a stream asks for its value again; ``max_streams``: how many may be open."""
+        self.provider = provider
+        self.metrics = metrics
+        self.interval = interval
+        self.max_streams = max_streams
+        self.open_streams = 0
+        self._closing = asyncio.Event()
+
+    def close(self) -> None:
+        """End every stream with OK, now and from now on: KEDA hears a clean end and opens its stream again, to
+        another replica behind the Service."""
+        self._closing.set()
+
+    @contextlib.asynccontextmanager
+    async def _call(self, method: str, context: Context) -> AsyncIterator[None]:
+        """Counts the call, and turns any error into its gRPC status (never a traceback to the caller)."""
+        started, code = time.monotonic(), grpc.StatusCode.OK
+        try:
+            yield
+        except (asyncio.CancelledError, GeneratorExit):  # the client went away, or the server is stopping
+            code = grpc.StatusCode.CANCELLED
+            raise
+        except grpc.aio.AbortError:
+            code = context.code() or grpc.StatusCode.UNKNOWN
+            raise
+        except AdapterError as e:
+            code, message = status_of(e)
+            log.log(logging.WARNING if code is grpc.StatusCode.UNAVAILABLE else logging.INFO, "%s: %s", method, e)
+            await context.abort(code, message)
+        except Exception:
+            code = grpc.StatusCode.INTERNAL
+            log.exception("%s failed", method)
+            await context.abort(code, INTERNAL_MESSAGE)
+        finally:
+            self.metrics.keda_requests.labels(method, code.name).inc()
+            if not method.startswith("Stream"):
+                self.metrics.keda_request_seconds.labels(method).observe(time.monotonic() - started)
+
+    async def IsActive(self, request: pb.ScaledObjectRef, context: Context) -> pb.IsActiveResponse:
+        async with self._call("IsActive", context):
+            namespace, query = read(request)
+            return pb.IsActiveResponse(result=await value(self.provider, namespace, query) > query.activation)
+
+    async def GetMetricSpec(self, request: pb.ScaledObjectRef, context: Context) -> pb.GetMetricSpecResponse:
+        async with self._call("GetMetricSpec", context):
+            _, query = read(request)
+            spec = pb.MetricSpec(
+                metricName=query.metric, targetSizeFloat=float(query.target), targetSize=whole(query.target)
+            )
+            return pb.GetMetricSpecResponse(metricSpecs=[spec])
+
+    async def GetMetrics(self, request: pb.GetMetricsRequest, context: Context) -> pb.GetMetricsResponse:
+        async with self._call("GetMetrics", context):
+            namespace, query = read(request.scaledObjectRef)
+            # KEDA asks by the name GetMetricSpec gave, its "s<trigger index>-" prefix taken off again
+            if request.metricName != query.metric:
+                raise BadRequest(
+                    f"metricName {request.metricName!r} is not the trigger's scalerMetadata metricName {query.metric!r}"
+                )
+            number = await value(self.provider, namespace, query)
+            # the float is what KEDA reads; the exact sum is a decimal, and a float64 holds it to 16 digits
+            metric = pb.MetricValue(metricName=query.metric, metricValueFloat=float(number), metricValue=whole(number))
+            return pb.GetMetricsResponse(metricValues=[metric])
+
+    async def StreamMetricSpec(
+        self, request: pb.ScaledObjectRef, context: Context
+    ) -> AsyncIterator[pb.GetMetricSpecResponse]:
+        # a trigger's target is in its metadata, which only a new ScaledObjectRef changes: nothing to push. KEDA
+        # takes UNIMPLEMENTED as "ask GetMetricSpec", as it did before this call existed.
+        async with self._call("StreamMetricSpec", context):
+            await context.abort(
+                grpc.StatusCode.UNIMPLEMENTED, "the target is the trigger's targetValue; ask GetMetricSpec"
+            )
+        yield pb.GetMetricSpecResponse()  # never reached: makes this a stream handler
+
+    async def StreamIsActive(self, request: pb.ScaledObjectRef, context: Context) -> AsyncIterator[pb.IsActiveResponse]:
+        """The activity now, then each change of it, asking every ``interval``; until the client goes (gRPC cancels
+        this generator where it waits) or the server stops.
+
+        An error before the first answer ends the stream with its status (a bad key, a metric that does not exist,
+        Prometheus down), since KEDA reports that and tries again. Once the first answer is sent, errors are logged
+        when they begin and end and the stream stays open, sending nothing: KEDA keeps the activity it has, hears
+        the same error from its polled IsActive, and the stream wakes the workload as soon as values return,
+        instead of after KEDA's back-off (up to a minute) to reopen a stream."""
+        async with self._call("StreamIsActive", context):
+            if self.open_streams >= self.max_streams:
+                await context.abort(
+                    grpc.StatusCode.RESOURCE_EXHAUSTED,
+                    f"{self.open_streams} StreamIsActive streams are open, the most --keda-max-streams allows",
+                )
+            self.open_streams += 1
+            self.metrics.keda_streams.inc()
+            try:
+                async with contextlib.aclosing(self._activity(request)) as activity:
+                    async for active in activity:
+                        self.metrics.keda_stream_updates.inc()
+                        yield pb.IsActiveResponse(result=active)
+            finally:
+                self.open_streams -= 1
+                self.metrics.keda_streams.dec()
+
+    async def _activity(self, request: pb.ScaledObjectRef) -> AsyncGenerator[bool, None]:
+        namespace, query = read(request)
+        last: bool | None = None
+        failing = False
+        while not self._closing.is_set():
+            try:
+                active = await value(self.provider, namespace, query) > query.activation
+            except AdapterError as e:
+                if last is None:
+                    raise
+                if not failing:
+                    log.warning("StreamIsActive %s/%s: %s; the stream waits for values", namespace, query.metric, e)
+                failing = True
+            else:
+                if failing:
+                    log.info("StreamIsActive %s/%s: values are back", namespace, query.metric)
+                    failing = False
+                if active != last:
+                    last = active
+                    yield active
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(self.interval):
+                    await self._closing.wait()

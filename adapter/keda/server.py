@@ -1,0 +1,64 @@
+"""The gRPC server of KEDA's external scaler, on the adapter's event loop (``grpc.aio``), started and stopped with
+the app (``adapter/app.py``)."""
+
+from __future__ import annotations
+
+import logging
+
+import grpc
+
+from adapter.errors import ConfigError
+from adapter.keda.credentials import ScalerCertificates
+from adapter.keda.externalscaler import externalscaler_pb2_grpc as pb_grpc
+from adapter.keda.scaler import Scaler
+
+log = logging.getLogger(__name__)
+
+# KEDA's calls are a ScaledObjectRef of a few hundred bytes: a larger one is refused before it is read
+MAX_REQUEST_BYTES = 64 * 1024
+# what a unary call in flight at shutdown gets to finish; the streams end at once (``Scaler.close``)
+STOP_GRACE_SECONDS = 2.0
+OPEN_WARNING = (
+    "KEDA's external scaler on {address} takes calls without client certificates{plain}: anyone who reaches the "
+    "port can read the metrics of every namespace through it (give --keda-client-ca-file, and KEDA's "
+    "TriggerAuthentication the client certificate)"
+)
+
+
+class ScalerServer:
+    def __init__(self, address: str, scaler: Scaler, certificates: ScalerCertificates | None) -> None:
+        """``certificates``: None serves plain gRPC (--insecure-serve-http)."""
+        self.address = address
+        self.scaler = scaler
+        self.certificates = certificates
+        self.port = 0  # the port bound, once started (the address may say 0)
+        # every call the scaler serves at once: its streams, and as many unary calls again (KEDA makes two a
+        # ScaledObject each polling interval); beyond that gRPC answers RESOURCE_EXHAUSTED itself
+        self._server = grpc.aio.server(
+            maximum_concurrent_rpcs=2 * scaler.max_streams,
+            options=[
+                ("grpc.max_receive_message_length", MAX_REQUEST_BYTES),
+                # as the HTTP port: a second process on the same port is an error at start, not a silent share
+                ("grpc.so_reuseport", 0),
+            ],
+        )
+        pb_grpc.add_ExternalScalerServicer_to_server(scaler, self._server)  # type: ignore[no-untyped-call]
+
+    async def start(self) -> None:
+        try:
+            if self.certificates is None:
+                self.port = self._server.add_insecure_port(self.address)
+            else:
+                self.port = self._server.add_secure_port(self.address, self.certificates.credentials())
+        except RuntimeError as e:  # gRPC's "Failed to bind": the address is taken or not this host's
+            raise ConfigError(f"--keda-scaler-address {self.address}: cannot listen there: {e}") from e
+        await self._server.start()
+        address = f"{self.address.rpartition(':')[0]}:{self.port}"
+        log.info("serving KEDA's external scaler on %s://%s", "grpc" if self.certificates is None else "grpcs", address)
+        if self.certificates is None or not self.certificates.checks_clients:
+            plain = " and in plain text (--insecure-serve-http)" if self.certificates is None else ""
+            log.warning(OPEN_WARNING.format(address=address, plain=plain))
+
+    async def stop(self) -> None:
+        self.scaler.close()
+        await self._server.stop(STOP_GRACE_SECONDS)

@@ -1,0 +1,147 @@
+"""The external scaler over TLS with the serving certificate; with --keda-client-ca-file, only a client certificate
+that chains to that CA gets in (KEDA's TriggerAuthentication: caCert, tlsClientCert, tlsClientKey)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import grpc
+import pytest
+import trustme
+
+from adapter.app import KEDA
+from adapter.keda.externalscaler import externalscaler_pb2 as pb
+from adapter.keda.externalscaler import externalscaler_pb2_grpc as pb_grpc
+from adapter.keda.settings import KedaSettings
+from adapter.security.tls import TLSSettings
+from harness.adapter.in_process import Adapter, settings_for
+from harness.kube.api import FakeKubeAPIServer
+from harness.stores.prometheus import Prometheus
+from harness.waiting import eventually
+
+pytestmark = pytest.mark.prometheus
+
+MakeAdapter = Callable[..., Awaitable[Adapter]]
+TRAINERS = pb.ScaledObjectRef(
+    name="scaled",
+    namespace="ml",
+    scalerMetadata={"metricName": "gpu_utilization", "labelSelector": "app=trainer", "targetValue": "60"},
+)
+
+
+class Files:
+    """A serving certificate for localhost and 127.0.0.1 from one CA, written where the adapter reads it."""
+
+    def __init__(self, directory: Path) -> None:
+        self.cert, self.key = directory / "tls.crt", directory / "tls.key"
+        self.issue(trustme.CA())
+
+    def issue(self, ca: trustme.CA) -> None:
+        self.ca = ca
+        leaf = ca.issue_cert("localhost", "127.0.0.1")
+        leaf.private_key_pem.write_to_path(str(self.key))
+        leaf.cert_chain_pems[0].write_to_path(str(self.cert))
+
+
+@pytest.fixture
+def files(tmp_path: Path) -> Files:
+    return Files(tmp_path)
+
+
+async def start(
+    make_adapter: MakeAdapter, kube: FakeKubeAPIServer, prometheus: Prometheus, files: Files, client_ca: Path | None
+) -> int:
+    settings = settings_for(
+        prometheus.adapter_url,
+        kube.kubeconfig(files.cert.parent / "kubeconfig"),
+        insecure_serve_http=False,
+        tls=TLSSettings(cert_file=files.cert, key_file=files.key),
+        keda=KedaSettings("127.0.0.1:0", client_ca_file=client_ca),
+        config_check_interval=0.1,
+    )
+    adapter = await make_adapter(settings)
+    return adapter.client.app[KEDA].port
+
+
+async def is_active(port: int, credentials: grpc.ChannelCredentials | None) -> bool:
+    """IsActive through a channel with ``credentials`` (None: plain text)."""
+    target = f"127.0.0.1:{port}"
+    channel = grpc.aio.insecure_channel(target) if credentials is None else grpc.aio.secure_channel(target, credentials)
+    async with channel:
+        stub: Any = pb_grpc.ExternalScalerStub(channel)  # type: ignore[no-untyped-call]
+        return bool((await stub.IsActive(TRAINERS, timeout=5)).result)
+
+
+async def refused(port: int, credentials: grpc.ChannelCredentials | None) -> None:
+    with pytest.raises(grpc.aio.AioRpcError) as e:
+        await is_active(port, credentials)
+    assert e.value.code() is grpc.StatusCode.UNAVAILABLE  # the handshake failed: no call was made
+
+
+def trusting(ca: trustme.CA, client: trustme.LeafCert | None = None) -> grpc.ChannelCredentials:
+    if client is None:
+        return grpc.ssl_channel_credentials(ca.cert_pem.bytes())
+    chain = b"".join(blob.bytes() for blob in client.cert_chain_pems)
+    return grpc.ssl_channel_credentials(ca.cert_pem.bytes(), client.private_key_pem.bytes(), chain)
+
+
+async def test_tls_with_the_serving_certificate_said_open_without_a_client_ca(
+    make_adapter: MakeAdapter,
+    kube: FakeKubeAPIServer,
+    prometheus: Prometheus,
+    files: Files,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    port = await start(make_adapter, kube, prometheus, files, None)
+    assert await is_active(port, trusting(files.ca))
+    await refused(port, None)  # plain text
+    await refused(port, trusting(trustme.CA()))  # a client that trusts another CA refuses the server
+    said = [r.getMessage() for r in caplog.get_records("setup") + caplog.records if "KEDA" in r.getMessage()]
+    assert [m for m in said if "without client certificates" in m] == [
+        f"KEDA's external scaler on 127.0.0.1:{port} takes calls without client certificates: anyone who reaches "
+        "the port can read the metrics of every namespace through it (give --keda-client-ca-file, and KEDA's "
+        "TriggerAuthentication the client certificate)"
+    ]
+
+
+async def test_client_certificates_are_refused_and_accepted_by_the_client_ca(
+    make_adapter: MakeAdapter,
+    kube: FakeKubeAPIServer,
+    prometheus: Prometheus,
+    files: Files,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    clients = trustme.CA()
+    (tmp_path / "keda-ca.crt").write_bytes(clients.cert_pem.bytes())
+    port = await start(make_adapter, kube, prometheus, files, tmp_path / "keda-ca.crt")
+    await refused(port, trusting(files.ca))  # no client certificate
+    await refused(port, trusting(files.ca, trustme.CA().issue_cert("keda-operator")))  # another CA's
+    assert await is_active(port, trusting(files.ca, clients.issue_cert("keda-operator")))
+    assert not [r for r in caplog.get_records("setup") if r.levelno >= logging.WARNING and "KEDA" in r.getMessage()]
+
+
+async def test_new_certificate_files_are_served_from_the_next_handshake(
+    make_adapter: MakeAdapter, kube: FakeKubeAPIServer, prometheus: Prometheus, files: Files, tmp_path: Path
+) -> None:
+    clients = trustme.CA()
+    (tmp_path / "keda-ca.crt").write_bytes(clients.cert_pem.bytes())
+    port = await start(make_adapter, kube, prometheus, files, tmp_path / "keda-ca.crt")
+    keda = clients.issue_cert("keda-operator")
+    assert await is_active(port, trusting(files.ca, keda))
+    old = files.ca
+    files.issue(trustme.CA())  # cert-manager renewed the serving certificate, from a new CA
+    rotated = trustme.CA()
+    (tmp_path / "keda-ca.crt").write_bytes(rotated.cert_pem.bytes())  # and the clients' CA was rotated
+
+    async def renewed() -> bool:
+        try:
+            return await is_active(port, trusting(files.ca, rotated.issue_cert("keda-operator")))
+        except grpc.aio.AioRpcError:
+            return False
+
+    await eventually(renewed, what="the new certificate and client CA to be served")
+    await refused(port, trusting(old, keda))
