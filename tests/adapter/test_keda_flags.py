@@ -12,7 +12,7 @@ from adapter.errors import ConfigError
 from adapter.keda.settings import KedaSettings
 from adapter.settings import parse_settings
 from harness.kube.kubectl import run
-from harness.stores.prometheus import free_port
+from harness.processes import free_port
 
 BASE = {"GPUSCALE_ADAPTER_PROMETHEUS_URL": "http://localhost:9090"}
 

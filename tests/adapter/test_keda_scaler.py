@@ -21,7 +21,8 @@ from adapter.keda.settings import KedaSettings
 from harness.adapter.in_process import Adapter, settings_for
 from harness.kube.api import FakeKubeAPIServer
 from harness.kube.wire import parse_quantity
-from harness.stores.prometheus import Prometheus, free_port
+from harness.processes import free_port
+from harness.stores.prometheus import Prometheus
 from harness.stores.proxy import PrometheusProxy
 
 pytestmark = pytest.mark.prometheus
