@@ -29,6 +29,7 @@ from adapter.query.promql import window_seconds
 from adapter.query.quantity import sample_quantity
 from adapter.self_metrics import AdapterMetrics
 from adapter.single_flight import SingleFlightCache
+from common.log_limit import LogLimit, left_out
 
 log = logging.getLogger(__name__)
 
@@ -108,6 +109,9 @@ class Provider:
         self.metrics = metrics
         # one log line per metric and object a minute: a NaN (a division by zero) tends to repeat every request
         self._dropped_logged: TTLCache[tuple[str, str], bool] = TTLCache(10_000, _DROP_LOG_EVERY)
+        # one line a minute per rule and kind of failure: while Prometheus is down every request (and every KEDA
+        # stream, asking each second) fails the same way; the next line says how many were left out
+        self._failure_log = LogLimit(_DROP_LOG_EVERY)
         # the one answer cache: the last answer to each request, reused while what it depends on is the same
         self._answers: LRUCache[CustomRequest, _Answer] = LRUCache(MEMO_BYTES, getsizeof=lambda a: a.weight)
 
@@ -274,7 +278,10 @@ class Provider:
                 record.result, record.cache = await self.cache.get((record.backend, record.promql), fetch)
             except AdapterError as e:
                 record.error = str(e)
-                log.warning("%s (series %s): %s", source.rule.where, source.series, e)
+                held = self._failure_log.allow(f"{source.rule.where} {type(e).__name__}")
+                if held is not None:
+                    log.warning("%s (series %s): %s%s", source.rule.where, source.series, e,
+                                left_out(held, self._failure_log.interval))  # fmt: skip
                 failures.append(e)
                 continue
             used.append(record)

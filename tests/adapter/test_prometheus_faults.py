@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
@@ -94,6 +95,20 @@ async def test_a_misbehaving_prometheus_is_a_503_and_then_recovered_from(
         return (await proxied.client.get(TRAINERS)).status == 200
 
     await eventually(answering, what="the adapter to answer again")
+
+
+async def test_a_failing_prometheus_is_logged_once_a_minute_per_rule_not_once_a_request(
+    proxied: Adapter, proxy: PrometheusProxy, caplog: pytest.LogCaptureFixture
+) -> None:
+    """While Prometheus answers 503, every request (and every KEDA stream, asking each second) fails alike."""
+    proxy.respond = FAULTS[sorted(FAULTS)[0]]
+    caplog.set_level(logging.WARNING, "adapter.provider.provider")
+    for _ in range(5):
+        await proxied.get(TRAINERS, status=503)
+    lines = [r.getMessage() for r in caplog.records if r.name == "adapter.provider.provider"]
+    rules = {line.partition(" (series")[0] for line in lines}
+    assert lines
+    assert len(lines) == len(rules)  # each rule that failed said so once
 
 
 async def test_a_huge_result_is_answered_or_refused_cleanly(proxied: Adapter, proxy: PrometheusProxy) -> None:
