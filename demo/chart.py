@@ -132,7 +132,8 @@ def _chat(chat: ChatPanels, waiting_axes: Any, replicas_axes: Any, end: float) -
 
     replicas_axes.step(t, [s.sync.decision.replicas for s in chat.samples], where="post", color="tab:purple",
                        label="replicas")  # fmt: skip
-    replicas_axes.step(t, [s.ready for s in chat.samples], where="post", color="tab:cyan", linewidth=1.2,
+    # a sync finds the replicas ready that the interval before it made so: drawn over that interval
+    replicas_axes.step(t, [s.ready for s in chat.samples], where="pre", color="tab:cyan", linewidth=1.2,
                        linestyle="-.", label="ready (model loaded)")  # fmt: skip
     every = [0.1 * i for i in range(int(end / 0.1) + 1)]
     worth = [chat.rate(at) / chat.capacity for at in every]
