@@ -57,6 +57,7 @@ from harness.kube.kubectl import find_kubectl
 from harness.stores.prometheus import free_port
 
 GATEWAY = "chat-gateway"  # the gateway's pod
+NODE = "demo-node"  # the stack's node, and so the engines' node label
 
 
 async def show_kubectl(console: Console, controller: HpaController, adapter_url: str, workdir: Path, sync: Sync) -> str:
@@ -205,11 +206,11 @@ async def run(seconds: float, target: float, simulate: bool, png: Path, html: Pa
             f"starting the chain on {node.kind}: collector, Prometheus, adapter, Kubernetes stand-ins ({workdir})"
         )
         ports = chat_ports()
-        targets = {f"127.0.0.1:{port}": (CHAT_NAMESPACE, pod, "demo-node") for pod, port in ports.items()}
+        targets = {f"127.0.0.1:{port}": (CHAT_NAMESPACE, pod, NODE) for pod, port in ports.items()}
         chat = ChatService(plan.engine, {pod: port for pod, port in ports.items() if pod != GATEWAY},
                            ports[GATEWAY], LOAD_SECONDS)  # fmt: skip
         async with (
-            Stack(workdir, collector_args=node.collector_args, node="demo-node", namespaces=(CHAT_NAMESPACE,),
+            Stack(workdir, collector_args=node.collector_args, node=NODE, namespaces=(CHAT_NAMESPACE,),
                   scrape_jobs=[scrape_job(targets)]) as stack,
             chat,
         ):  # fmt: skip
