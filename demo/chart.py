@@ -1,43 +1,63 @@
-"""The run as a picture: per-pod utilization, the average against the target, and the replicas, over time.
+"""The run as a picture: the trainer's per-pod utilization, its average against the target and its replicas, and,
+below them, chat's requests waiting against its target and its replicas, over time.
 
 matplotlib is an optional extra (``pip install 'gpuscale[plot]'``; GPU machines often lack it): without it there
-is no picture, and the table the run printed is the record. ``page`` puts the settings, the picture (as base64, no
-file beside it), the decisions, the ``kubectl get --raw`` the run printed with its answer, and the table (an HTML
-table with the console's header row) in one self-contained HTML page.
+is no picture, and the table the run printed is the record (demo/page.py puts both in one HTML page).
 """
 
 from __future__ import annotations
 
-import base64
-import html
 import importlib.util
 import io
 import math
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
 
 from demo.hpa import HpaSpec
 from demo.hpa_controller import Sync
-from demo.table import SHARED, Table
+from demo.record import ChatSample
 
 WIDTH, HEIGHT, DPI = 1200, 900, 100  # pixels of the PNG
+CHAT_HEIGHT = 500  # pixels more for chat's two panels
+
+
+@dataclass(frozen=True)
+class ChatPanels:
+    """What chat's panels are drawn from: its syncs, its HPA, and the requests arriving."""
+
+    samples: Sequence[ChatSample]
+    spec: HpaSpec
+    rate: Callable[[float], float]  # requests a second arriving at a second
+    capacity: float  # requests a second one replica serves at most
+
+
+def height(chat: ChatPanels | None) -> int:
+    return HEIGHT + (CHAT_HEIGHT if chat is not None else 0)
 
 
 def available() -> bool:
     return importlib.util.find_spec("matplotlib") is not None
 
 
-def png(syncs: Sequence[Sync], spec: HpaSpec, title: str | None, work: Callable[[float], float] | None = None) -> bytes:
-    """The picture, WIDTH x HEIGHT pixels, titled unless ``title`` is None; ``work``: the total work at a second,
-    drawn with the replicas."""
+def png(
+    syncs: Sequence[Sync],
+    spec: HpaSpec,
+    title: str | None,
+    work: Callable[[float], float] | None = None,
+    chat: ChatPanels | None = None,
+) -> bytes:
+    """The picture, WIDTH x ``height(chat)`` pixels, titled unless ``title`` is None; ``work``: the total work at a
+    second, drawn with the replicas; ``chat``: two more panels below."""
     # the object API, not pyplot: no global figure state and no GUI backend chosen behind our back
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    figure = Figure(figsize=(WIDTH / DPI, HEIGHT / DPI), dpi=DPI, layout="constrained")
+    figure = Figure(figsize=(WIDTH / DPI, height(chat) / DPI), dpi=DPI, layout="constrained")
     FigureCanvasAgg(figure)
-    pods_axes, average_axes, replicas_axes = figure.subplots(
-        3, 1, sharex=True, gridspec_kw={"height_ratios": [3, 2, 1.6]}
-    )
+    ratios = [3, 2, 1.6] + ([2, 1.6] if chat is not None else [])
+    axes = figure.subplots(len(ratios), 1, sharex=True, gridspec_kw={"height_ratios": ratios})
+    pods_axes, average_axes, replicas_axes = axes[:3]
     if title is not None:
         figure.suptitle(title)
     t = [s.at for s in syncs]
@@ -72,72 +92,56 @@ def png(syncs: Sequence[Sync], spec: HpaSpec, title: str | None, work: Callable[
         replicas_axes.legend(loc="upper right", fontsize="small", ncols=2)
     replicas_axes.set_ylabel("replicas")
     replicas_axes.set_ylim(0, top + 0.5)
-    replicas_axes.set_xlabel("seconds")
-    for s in syncs:
-        if s.decision.scales:
-            for axes in (pods_axes, average_axes, replicas_axes):
-                axes.axvline(s.at, color="grey", linestyle=":", linewidth=1)
-            replicas_axes.annotate(f"{s.decision.current}→{s.decision.replicas}", (s.at, s.decision.replicas),
-                                   textcoords="offset points", xytext=(3, 4), fontsize="small")  # fmt: skip
+    axes[-1].set_xlabel("seconds")
+    _mark_scaling([(s.at, s.decision.current, s.decision.replicas) for s in syncs if s.decision.scales],
+                  (pods_axes, average_axes, replicas_axes), replicas_axes)  # fmt: skip
+    if chat is not None:
+        pods_axes.set_title("trainer: Pods metric gpu_utilization", loc="left", fontsize="medium")
+        _chat(chat, axes[3], axes[4], t[-1] if t else 0.0)
     out = io.BytesIO()
     figure.savefig(out, format="png")  # no tight bounding box: the size stays WIDTH x HEIGHT
     return out.getvalue()
 
 
-# The settings, the decisions and kubectl's answer are console text: kept as lines (pre) but wrapped at the page's
-# width, anywhere in a long word (a JSON item, the metric's path), so that nothing runs off the side; the picture
-# shrinks with a narrow window. The table's 11 columns at most (6 replicas, 2 pods on a shared GPU) fit in 800 pixels
-# with headers in the normal weight (bold ones are a column's width wider); narrower, it scrolls in its own box.
-STYLE = (
-    "body{font-family:sans-serif;margin:2em}"
-    "@media (max-width:60em){body{margin:1em}}"
-    "pre{background:#f6f6f6;padding:1em;white-space:pre-wrap;overflow-wrap:anywhere}"
-    "img{max-width:100%;height:auto}"
-    ".scroll{overflow-x:auto}"
-    "table{border-collapse:collapse;font-size:.85em;font-variant-numeric:tabular-nums}"
-    "th,td{padding:.1em .4em;text-align:right;white-space:nowrap}"
-    "th{font-weight:normal;background:#eee}"
-    "thead tr:last-child th{border-bottom:1px solid #888}"
-    ".shared{border-left:1px solid #888}"
-)
+def _mark_scaling(changes: Sequence[tuple[float, int, int]], lined: Sequence[Any], annotated: Any) -> None:
+    """A dotted line at each scaling (when, from, to) on every axes of ``lined``, and "from→to" on ``annotated``."""
+    for at, before, after in changes:
+        for axes in lined:
+            axes.axvline(at, color="grey", linestyle=":", linewidth=1)
+        annotated.annotate(f"{before}→{after}", (at, after), textcoords="offset points", xytext=(3, 4),
+                           fontsize="small")  # fmt: skip
 
 
-def table_html(table: Table) -> str:
-    """The console's table as an HTML table: the same header and cells, numbers right-aligned, the shared GPU's pods
-    set off by a rule, with their own heading above them as the console's header line ends with it."""
+def _chat(chat: ChatPanels, waiting_axes: Any, replicas_axes: Any, end: float) -> None:
+    """Requests waiting (what the HPA read, the engines' part) against the target, then replicas and arrivals."""
+    t = [s.sync.at for s in chat.samples]
+    demand = [sum(s.sync.values) if s.sync.values else math.nan for s in chat.samples]
+    engines = [math.nan if s.waiting is None else s.waiting for s in chat.samples]
+    target = [chat.spec.target * s.sync.decision.replicas for s in chat.samples]
+    waiting_axes.set_title(f"chat: External metric inference_demand, {chat.spec.min_replicas} to "
+                           f"{chat.spec.max_replicas} replicas", loc="left", fontsize="medium")  # fmt: skip
+    waiting_axes.plot(t, demand, marker=".", color="black", label="inference_demand (what the HPA read)")
+    waiting_axes.plot(t, engines, marker=".", color="tab:blue", linestyle="--",
+                      label="inference_requests_waiting (in the engines)")  # fmt: skip
+    waiting_axes.step(t, target, where="post", color="tab:green", linestyle="--",
+                      label=f"target: {chat.spec.target:g} x replicas")  # fmt: skip
+    waiting_axes.set_ylabel("requests waiting")
+    highest = max([v for v in (*demand, *engines, *target) if not math.isnan(v)], default=0.0)
+    waiting_axes.set_ylim(0, 1.35 * highest + 1)  # room above the peak for the legend
+    waiting_axes.legend(loc="upper right", fontsize="small", ncols=3)
 
-    def cells(tag: str, row: Sequence[str]) -> str:
-        opening = [f'<{tag} class="shared">' if n == table.first_shared else f"<{tag}>" for n in range(len(row))]
-        return "".join(f"{o}{html.escape(cell)}</{tag}>" for o, cell in zip(opening, row, strict=True))
-
-    head = f"<tr>{cells('th', table.columns)}</tr>"
-    if table.shared:
-        head = (
-            f'<tr><th colspan="{table.first_shared}"></th><th class="shared" colspan="{len(table.shared)}">'
-            f"{html.escape(SHARED)}</th></tr>{head}"
-        )
-    body = "\n".join(f"<tr>{cells('td', row)}</tr>" for row in table.rows)
-    return f'<div class="scroll"><table>\n<thead>{head}</thead>\n<tbody>\n{body}\n</tbody>\n</table></div>'
-
-
-def page(
-    title: str, settings: str, picture: bytes | None, decisions: Sequence[str], table: Table, kubectl: str = ""
-) -> str:
-    """One HTML page, nothing outside it: the settings, the picture inline (drawn without a title: the page's heading
-    is the title), the decisions, the ``kubectl`` command and its answer when the run asked it, and the table."""
-    image = (
-        f'<img alt="per-pod utilization, average and replicas over time" width="{WIDTH}" height="{HEIGHT}" '
-        f'src="data:image/png;base64,{base64.b64encode(picture).decode()}">'
-        if picture
-        else "<p>No picture: matplotlib is not installed (<code>pip install 'gpuscale[plot]'</code>).</p>"
-    )
-    asked = f"<h2>What the HPA reads, as you would ask it</h2>\n<pre>{html.escape(kubectl)}</pre>\n" if kubectl else ""
-    return (
-        f'<!doctype html>\n<html lang="en"><head><meta charset="utf-8">'
-        '<meta name="viewport" content="width=device-width, initial-scale=1">'
-        f"<title>{html.escape(title)}</title><style>{STYLE}</style></head><body>\n"
-        f"<h1>{html.escape(title)}</h1>\n<pre>{html.escape(settings)}</pre>\n{image}\n"
-        f"<h2>Scaling decisions</h2>\n<pre>{html.escape(chr(10).join(decisions) or 'none')}</pre>\n{asked}"
-        f"<h2>What the custom metrics API answered, every sync</h2>\n{table_html(table)}\n"
-        "</body></html>\n"
-    )
+    replicas_axes.step(t, [s.sync.decision.replicas for s in chat.samples], where="post", color="tab:purple",
+                       label="replicas")  # fmt: skip
+    # a sync finds the replicas ready that the interval before it made so: drawn over that interval
+    replicas_axes.step(t, [s.ready for s in chat.samples], where="pre", color="tab:cyan", linewidth=1.2,
+                       linestyle="-.", label="ready (model loaded)")  # fmt: skip
+    every = [0.1 * i for i in range(int(end / 0.1) + 1)]
+    worth = [chat.rate(at) / chat.capacity for at in every]
+    replicas_axes.step(every, worth, where="post", color="tab:orange", linestyle="--",
+                       label=f"arrivals (replicas' worth: {chat.capacity:.1f} requests/s each)")  # fmt: skip
+    replicas_axes.set_ylabel("replicas")
+    replicas_axes.set_ylim(0, max([float(chat.spec.max_replicas), *worth]) + 0.5)
+    replicas_axes.legend(loc="upper right", fontsize="small", ncols=3)
+    changes = [(s.sync.at, s.sync.decision.current, s.sync.decision.replicas) for s in chat.samples
+               if s.sync.decision.scales]  # fmt: skip
+    _mark_scaling(changes, (waiting_axes, replicas_axes), replicas_axes)

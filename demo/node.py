@@ -1,10 +1,13 @@
 """The node the demo runs on: simulated H200s, or this machine's free GPUs, and what makes them busy.
 
-``simulated_node``: seven simulated H200s, six free for the Deployment's replicas (their load comes from the
-collector's load file) and one shared by two ``infer`` pods at 0.55 and 0.2 of its time. ``real_node``: the GPUs
-that no process uses, at most ``MAX_REPLICAS``, each with a ``gpuscale-load`` worker (demo/gpu_work.py).
-``simulated_setup``: the same simulated node with three fixed ``trainer`` pods instead of a Deployment, for what
-needs a node to scrape but no loop (the dashboard tests, the adapter's load benchmark).
+``simulated_node``: ten simulated H200s, six free for the trainer's replicas (their load comes from the collector's
+load file), one shared by two ``infer`` pods at 0.55 and 0.2 of its time, and three for the chat engines' replicas
+(busy while their engine is in a step, through the same load file). ``real_node``: the GPUs that no process uses, at
+most ``MAX_REPLICAS``, each with a ``gpuscale-load`` worker (demo/gpu_work.py); the chat engines are simulated
+there and hold no GPU.
+``simulated_setup``: the same simulated node without the chat engines' GPUs and with three fixed ``trainer`` pods
+instead of a Deployment, for what needs a node to scrape but no loop (the dashboard tests, the adapter's load
+benchmark).
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from demo.workload import SimulatedWork, Work
 from harness.node.proc_tree import ProcTree, v2_systemd
 
 MAX_REPLICAS = 6
+CHAT_REPLICAS = 3
 INFER = ("infer-a", "infer-b")
 INFER_PIDS = {"infer-a": 4101, "infer-b": 4102}
 TRAINERS = ("trainer-0", "trainer-1", "trainer-2")  # simulated_setup's fixed pods
@@ -33,18 +37,21 @@ LOAD_FILE = "gpu-loads.yaml"  # in the work directory, beside the simulation spe
 @dataclass
 class Node:
     collector_args: list[str]
-    gpus: list[Gpu]  # free for the Deployment's replicas
+    gpus: list[Gpu]  # free for the trainer's replicas
     work: Work
-    others: list[Pod] = field(default_factory=list)  # pods that are not the Deployment's
+    others: list[Pod] = field(default_factory=list)  # pods that are not the Deployments'
     kind: str = ""
+    chat_gpus: list[Gpu] = field(default_factory=list)  # the chat engines' (none: their replicas hold no GPU)
 
 
-def simulated_node(workdir: Path) -> Node:
-    uuids = SimulatedNvml(MAX_REPLICAS + 1).uuids()
+def simulated_node(workdir: Path, chat_replicas: int = CHAT_REPLICAS) -> Node:
+    count = MAX_REPLICAS + 1 + chat_replicas
+    uuids = SimulatedNvml(count).uuids()
     gpus = [Gpu(i, uuids[i]) for i in range(MAX_REPLICAS)]
     shared = MAX_REPLICAS
+    chat = [Gpu(i, uuids[i]) for i in range(shared + 1, count)]
     spec = {
-        "gpus": MAX_REPLICAS + 1,
+        "gpus": count,
         "processes": {shared: {INFER_PIDS["infer-a"]: 0.55, INFER_PIDS["infer-b"]: 0.2}},
         "load_file": LOAD_FILE,
         # work arrives in bursts, busy for load x 0.25 s of every 0.25 s, as real serving does: a point sample of
@@ -52,7 +59,7 @@ def simulated_node(workdir: Path) -> Node:
         "period": 0.25,
     }
     (workdir / "simulation.yaml").write_text(yaml.safe_dump(spec))
-    work = SimulatedWork(workdir / LOAD_FILE, gpus)
+    work = SimulatedWork(workdir / LOAD_FILE, [*gpus, *chat])
     proc = ProcTree(workdir / "proc")
     others = []
     for number, name in enumerate(INFER):
@@ -62,13 +69,13 @@ def simulated_node(workdir: Path) -> Node:
         others.append(Pod(name, {"app": "infer"}, (replica,), resource="nvidia.com/gpu.shared", uid=uid))
     args = ["--simulate-spec", str(workdir / "simulation.yaml"), "--proc-root", str(proc.root), "--shared-window",
             "5000"]  # fmt: skip
-    return Node(args, gpus, work, others, "simulated H200s")
+    return Node(args, gpus, work, others, "simulated H200s", chat)
 
 
 def simulated_setup(workdir: Path, loads: tuple[float, ...] = (0.15, 0.2, 0.1)) -> tuple[list[str], list[Pod]]:
     """The simulated node with a fixed pod per load in ``loads`` (``trainer-0``...), each on its own busy GPU, and the
     two ``infer`` pods: the collector's arguments and every pod."""
-    node = simulated_node(workdir)
+    node = simulated_node(workdir, chat_replicas=0)
     SimulatedWork(workdir / LOAD_FILE, node.gpus).write(dict(zip(node.gpus, loads, strict=False)))
     trainers = [Pod(f"trainer-{n}", {"app": "trainer"}, (gpu.uuid,)) for n, gpu in enumerate(node.gpus[: len(loads)])]
     return node.collector_args, [*trainers, *node.others]

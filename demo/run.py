@@ -1,12 +1,16 @@
-"""``gpuscale-demo`` (``make run``): a closed autoscaling loop on GPU utilization, live, on this machine.
+"""``gpuscale-demo`` (``make run``): closed autoscaling loops, for training on GPU utilization and for inference on
+the requests waiting, live, on this machine.
 
 It starts the whole chain (demo/stack.py): the collector, on this machine's free GPUs or on simulated H200s, a real
 Prometheus, the adapter, and stand-ins for the Kubernetes API and the kubelet. A Deployment ``trainer`` starts with
 one replica; work arrives, a total that spreads evenly over the replicas (demo/workload.py); an HPA controller
 (demo/hpa_controller.py, demo/hpa.py) reads ``gpu_utilization`` from the custom metrics API every sync, as an HPA
 does, and scales the Deployment: each new replica is a pod on a free GPU, and the work spreads over it. On
-simulated GPUs two ``infer`` pods also share one GPU, to show each getting its own share. Every sync prints what
-the API answered; every scaling decision prints its reason. At the end: a picture (PNG, and HTML with ``--html``).
+simulated GPUs two ``infer`` pods also share one GPU, to show each getting its own share. Beside it a Deployment
+``chat`` starts with none: each replica is an inference engine (``gpuscale-load serve --simulate``'s, demo/chat.py)
+behind a gateway that holds requests while none serves, and its HPA reads ``inference_demand`` from the external
+metrics API and scales it from zero and back to zero (demo/plan.py says when). Every sync prints what the APIs
+answered; every scaling decision prints its reason. At the end: a picture (PNG, and HTML with ``--html``).
 It ends by itself, or at Ctrl-C, and stops everything it started.
 """
 
@@ -14,84 +18,46 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import shutil
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import aiohttp
 
 from common.flags import plain
-from demo import chart, kubectl
+from demo import chart, kubectl, page
+from demo.chat import ENGINE_LABEL, ChatService, scrape_job
 from demo.console import Console
+from demo.decisions import decision_line, external_line, worth_saying
 from demo.deployment import Deployment
-from demo.hpa import Autoscaler, HpaSpec
-from demo.hpa_controller import HpaController, Sync
+from demo.hpa import Autoscaler
+from demo.hpa_controller import ExternalHpaController, HpaController, Sync
 from demo.node import Node, has_gpu, real_node, simulated_node
-from demo.stack import Stack
-from demo.table import Table
-from demo.workload import LoadScript, Workload
+from demo.plan import (
+    CHAT_NAMESPACE,
+    CHAT_REPLICAS,
+    FULL_LOOP_SECONDS,
+    LOAD_SECONDS,
+    SECONDS,
+    SYNC_PERIOD,
+    Plan,
+    plan_for,
+    settings_text,
+)
+from demo.record import ChatSample, Record
+from demo.stack import Pod, Stack
+from demo.table import ChatTable, Table, console_header, console_line
+from demo.workload import SharedWork, Workload
 from harness.kube.api import TOKEN
 from harness.kube.kubectl import find_kubectl
+from harness.stores.prometheus import free_port
 
-SECONDS = 75.0
-# The timeline of the default 75 s, for 1 → 4 → 1 replicas whatever the phase of the syncs:
-# - 2.7 GPUs' worth of work settles at 4 replicas by the algorithm, not by maxReplicas: 4 share it at 67.5 % (ratio
-#   0.96, within the tolerance), 3 at 90 % (ceil(3 x 1.29) = 4), and 5 would be at 54 % (ceil(5 x 0.77) = 4).
-#   A GPU shows 100 % at most, so from 1 replica the HPA sees ratio 1.43 and climbs 1 → 2 → 3 → 4, a step each time
-#   the new pod's value has arrived (until then it is missing, counted as 0 on a scale-up, which holds the scale).
-# - The values follow the work ~2 s late: the climb starts at the sync after ~12 s and takes 3-5 syncs of 3 s (on
-#   this machine: 15, 18 and 21 s), so the replicas are steady at 4 well before the work leaves at 44 s.
-# - Then 0.5 GPU's worth is 12.5 % on 4 replicas: ceil(4 x 0.18) = 1. The 12 s scale-down window holds 4 until the
-#   last recommendation of 4 (~45-47 s) has left it: 4 → 1 at ~57-62 s (through 2 or 3 when a sync catches a value
-#   halfway down, itself held by the window), and the last 10 s or more show one replica at 50 %.
-SCRIPT = LoadScript(((0, 0.5), (10, 2.7), (44, 0.5)))
-SYNC_PERIOD = 3.0  # the HPA controller's --horizontal-pod-autoscaler-sync-period is 15 s: too slow for 75 s
-SCALE_UP_WINDOW = 0.0  # Kubernetes' default
-SCALE_DOWN_WINDOW = 12.0  # Kubernetes' default is 300 s, which would not fit in 75 s; stretched with the run
-# The syncs (3 s), the values' lag (~2 s) and a new pod's first value do not stretch: below this the climb to 4 and
-# the way back may not both fit (at 30 s, with a window that did not stretch, the run ended before the scale-down)
-FULL_LOOP_SECONDS = 45.0
-
-
-def decision_line(sync: Sync, target: float) -> str:
-    decision, proposal = sync.decision, sync.decision.proposal
-    if proposal.average is None or proposal.ratio is None:
-        return f"{sync.at:4.0f}s  hold at {decision.current}: {sync.error or proposal.why}"
-    verb = f"scale {decision.current} → {decision.replicas}" if decision.scales else f"hold at {decision.current}"
-    why = f"; {decision.why}" if decision.why else ""
-    return (
-        f"{sync.at:4.0f}s  {verb}: average {proposal.average:.1f} against a target of {target:g}: "
-        f"ratio {proposal.ratio:.2f}; {proposal.why}{why}"
-    )
-
-
-def worth_saying(sync: Sync, previous: Sync | None) -> bool:
-    """Every scaling decision; a hold (the metric asks for a change that does not happen) or no values as they begin."""
-
-    def kind(s: Sync | None) -> str:
-        if s is None:
-            return ""
-        decision, proposal = s.decision, s.decision.proposal
-        if decision.scales:
-            return "scale"
-        if proposal.replicas is None:
-            return "no values"
-        return "hold" if proposal.replicas != decision.current or decision.why or proposal.missing else ""
-
-    now = kind(sync)
-    return now == "scale" or now not in ("", kind(previous))
-
-
-@dataclass
-class Record:
-    table: Table
-    syncs: list[Sync] = field(default_factory=list)
-    decisions: list[str] = field(default_factory=list)
-    kubectl: str = ""  # the command and its answer, as printed ("" until the run has asked)
+GATEWAY = "chat-gateway"  # the gateway's pod
+NODE = "demo-node"  # the stack's node, and so the engines' node label
 
 
 async def show_kubectl(console: Console, controller: HpaController, adapter_url: str, workdir: Path, sync: Sync) -> str:
@@ -112,65 +78,109 @@ async def show_kubectl(console: Console, controller: HpaController, adapter_url:
     return f"{command}\n{shown}"
 
 
+def chat_ports() -> dict[str, int]:
+    """A /metrics port for each chat pod that may be (``chat-0``...), and the gateway's."""
+    return {name: free_port() for name in (*(f"chat-{n}" for n in range(CHAT_REPLICAS)), GATEWAY)}
+
+
 async def control_loop(
-    console: Console, stack: Stack, node: Node, spec: HpaSpec, script: LoadScript, seconds: float, workdir: Path
+    console: Console, stack: Stack, node: Node, plan: Plan, chat: ChatService, seconds: float, workdir: Path
 ) -> Record:
-    deployment = Deployment("trainer", node.gpus, lambda pods: stack.set_pods([*pods, *node.others]))
-    deployment.scale(spec.min_replicas)
-    workload = Workload(script, deployment, node.work)
+    spec = plan.spec
+    stack.pods_of("others")(node.others)
+    stack.pods_of("gateway")([Pod(GATEWAY, {"app": GATEWAY, ENGINE_LABEL: "true"}, (), namespace=CHAT_NAMESPACE)])
+    work = SharedWork(node.work)
+    trainer = Deployment("trainer", node.gpus, stack.pods_of("trainer"))
+    trainer.scale(spec.min_replicas)
+    workload = Workload(plan.script, trainer, work.part("trainer"))
+    chat_pods, chat_work = stack.pods_of("chat"), work.part("chat")
+
+    def apply_chat(pods: list[Pod]) -> None:
+        chat_pods(pods)
+        chat.assign(pods)
+
+    without_gpus = None if node.chat_gpus else CHAT_REPLICAS
+    inference = Deployment("chat", node.chat_gpus, apply_chat, namespace=CHAT_NAMESPACE,
+                           labels={ENGINE_LABEL: "true"}, max_replicas=without_gpus)  # fmt: skip
+    inference.scale(plan.chat_spec.min_replicas)
     table = Table(tuple(f"trainer-{n}" for n in range(spec.max_replicas)), tuple(p.name for p in node.others))
-    record = Record(table)
+    record = Record(table, ChatTable(f"chat (namespace {CHAT_NAMESPACE})"))
     async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10)) as session:
         controller = HpaController(session, stack.adapter_url, stack.kube.url, TOKEN, stack.namespace,
-                                   "gpu_utilization", deployment, Autoscaler(spec))  # fmt: skip
-        console.print(table.header())
+                                   "gpu_utilization", trainer, Autoscaler(spec))  # fmt: skip
+        chat_controller = ExternalHpaController(session, stack.adapter_url, CHAT_NAMESPACE, "inference_demand",
+                                                inference, Autoscaler(plan.chat_spec))  # fmt: skip
+        for line in console_header(table, record.chat_table):
+            console.print(line)
         shown = False
         started = time.monotonic()
-        next_sync = 0.0
-        while (elapsed := time.monotonic() - started) < seconds:
-            await workload.update(elapsed)
-            if elapsed >= next_sync:
-                next_sync += SYNC_PERIOD
-                sync = await controller.sync(elapsed)
-                await workload.update(elapsed)  # new replicas take their share at once
-                others = await stack.pod_metric("gpu_utilization", "app=infer") if table.shared else {}
-                previous = record.syncs[-1] if record.syncs else None
-                record.syncs.append(sync)
-                console.print(table.line(table.add(sync, others)))
-                if worth_saying(sync, previous):
-                    record.decisions.append(decision_line(sync, spec.target))
-                    console.print("   → " + record.decisions[-1].lstrip())
-                everyone = len(sync.pods) >= min(2, spec.max_replicas) and set(sync.pods) <= set(sync.values)
-                if not shown and everyone:
-                    shown = True
-                    record.kubectl = await show_kubectl(console, controller, stack.adapter_url, workdir, sync)
-            average = record.syncs[-1].decision.proposal.average if record.syncs else None
-            replicas = f"{deployment.replicas} replica{'s' if deployment.replicas != 1 else ''}"
-            shown_average = "-" if average is None else f"{average:.0f}"
-            console.progress(elapsed, f"{replicas}, average {shown_average} (target {spec.target:g})")
-            await asyncio.sleep(0.25)
+        serving = asyncio.create_task(chat.run(started))
+        try:
+            next_sync = 0.0
+            while (elapsed := time.monotonic() - started) < seconds:
+                if serving.done():
+                    serving.result()  # the engines' or the gateway's error, raised here
+                await workload.update(elapsed)
+                if node.chat_gpus:  # simulated GPUs, busy while their engine is in a step
+                    busy = chat.busy(elapsed)
+                    await chat_work.set({gpu: busy.get(name, 0.0) for name, gpu in inference.pods.items()})
+                if elapsed >= next_sync:
+                    next_sync += SYNC_PERIOD
+                    sync = await controller.sync(elapsed)
+                    await workload.update(elapsed)  # new replicas take their share at once
+                    ready = len(chat.ready)  # as the sync finds them, as its replicas are
+                    chat_sync = await chat_controller.sync(elapsed)
+                    others = await stack.pod_metric("gpu_utilization", "app=infer") if table.shared else {}
+                    waiting = await stack.external_metric(CHAT_NAMESPACE, "inference_requests_waiting")
+                    sample = ChatSample(chat_sync, ready, waiting)
+                    previous = record.syncs[-1].decision if record.syncs else None
+                    chat_previous = record.chat[-1].sync.decision if record.chat else None
+                    record.syncs.append(sync)
+                    record.chat.append(sample)
+                    row = table.add(sync, others)
+                    chat_row = record.chat_table.add(chat_sync, sample.ready, waiting)
+                    console.print(console_line(table, row, record.chat_table, chat_row))
+                    if worth_saying(sync.decision, previous):
+                        record.decisions.append(decision_line("trainer", sync, spec.target))
+                        console.print("   → " + record.decisions[-1].lstrip())
+                    if worth_saying(chat_sync.decision, chat_previous):
+                        record.decisions.append(external_line("chat", chat_sync, "inference_demand", plan.chat_spec))
+                        console.print("   → " + record.decisions[-1].lstrip())
+                    everyone = len(sync.pods) >= min(2, spec.max_replicas) and set(sync.pods) <= set(sync.values)
+                    if not shown and everyone:
+                        shown = True
+                        record.kubectl = await show_kubectl(console, controller, stack.adapter_url, workdir, sync)
+                console.progress(elapsed, progress_note(record, plan, trainer.replicas, inference.replicas))
+                await asyncio.sleep(0.25)
+        finally:
+            serving.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await serving
     console.end()
     return record
 
 
-def settings_text(spec: HpaSpec, script: LoadScript) -> str:
+def progress_note(record: Record, plan: Plan, trainers: int, chats: int) -> str:
+    average = record.syncs[-1].decision.proposal.average if record.syncs else None
+    demand = record.chat[-1].sync.decision.proposal.average if record.chat else None
+    shown_average = "-" if average is None else f"{average:.0f}"
+    shown_demand = "-" if demand is None else f"{demand:g}"
     return (
-        f"HPA for Deployment trainer: Pods metric gpu_utilization, target averageValue {spec.target:g}, "
-        f"{spec.min_replicas} to {spec.max_replicas} replicas, tolerance {spec.tolerance:g}\n"
-        f"  sync every {SYNC_PERIOD:g} s (Kubernetes: 15 s); stabilization windows: scale-up "
-        f"{spec.scale_up_window:g} s (Kubernetes' default 0 s), scale-down {spec.scale_down_window:g} s "
-        f"(Kubernetes' default 300 s, shortened for the demo)\n"
-        f"work: {script.describe()}; spread evenly over the replicas (each GPU busy total / replicas, at most 100 %)"
+        f"trainer {trainers}, average {shown_average} (target {plan.spec.target:g}); "
+        f"chat {chats}, demand {shown_demand} (target {plan.chat_spec.target:g} a replica)"
     )
 
 
-def write_outputs(
-    console: Console, record: Record, spec: HpaSpec, script: LoadScript, header: str, png: Path, html: Path | None
-) -> None:
+def path_of(decisions: list[int], first: int) -> str:
+    return " → ".join(map(str, [first, *decisions]))
+
+
+def write_outputs(console: Console, record: Record, plan: Plan, header: str, png: Path, html: Path | None) -> None:
     """The picture, and with ``html`` the page: ``header`` (the settings, as printed) and the record of the run."""
-    title = "gpuscale demo: an HPA on gpu_utilization from the custom metrics API"
+    title = "gpuscale demo: HPAs on gpu_utilization (custom metrics API) and inference_demand (external metrics API)"
     drawn = chart.available() and bool(record.syncs)
-    picture = chart.png(record.syncs, spec, title, script.total) if drawn else None
+    panels = chart.ChatPanels(record.chat, plan.chat_spec, plan.arrivals.rate, plan.capacity) if record.chat else None
+    picture = chart.png(record.syncs, plan.spec, title, plan.script.total, panels) if drawn else None
     if picture is not None:
         png.write_bytes(picture)
         console.print(f"picture: {png.resolve()}")
@@ -178,8 +188,9 @@ def write_outputs(
         console.print("no picture: matplotlib is not installed (pip install 'gpuscale[plot]'); the table is the record")
     if html is not None:
         # the page's heading is the title: its picture goes without one, or the page would say it twice
-        inline = chart.png(record.syncs, spec, None, script.total) if drawn else None
-        text = chart.page(title, header, inline, record.decisions, record.table, record.kubectl)
+        inline = chart.png(record.syncs, plan.spec, None, plan.script.total, panels) if drawn else None
+        text = page.page(title, header, inline, record.decisions, record.table, record.kubectl,
+                         record.chat_table if record.chat else None, chart.height(panels))  # fmt: skip
         html.write_text(text, encoding="utf-8")
         console.print(f"page: {html.resolve()}")
 
@@ -190,34 +201,43 @@ async def run(seconds: float, target: float, simulate: bool, png: Path, html: Pa
     node: Node | None = None
     try:
         node = simulated_node(workdir) if simulate else real_node(workdir, seconds)
-        stretch = seconds / SECONDS
-        spec = HpaSpec(target, 1, len(node.gpus), scale_up_window=SCALE_UP_WINDOW,
-                       scale_down_window=SCALE_DOWN_WINDOW * stretch)  # fmt: skip
-        script = SCRIPT.stretched(stretch)
+        plan = plan_for(seconds, target, len(node.gpus), bool(node.chat_gpus))
         console.print(
             f"starting the chain on {node.kind}: collector, Prometheus, adapter, Kubernetes stand-ins ({workdir})"
         )
-        async with Stack(workdir, collector_args=node.collector_args) as stack:
+        ports = chat_ports()
+        targets = {f"127.0.0.1:{port}": (CHAT_NAMESPACE, pod, NODE) for pod, port in ports.items()}
+        chat = ChatService(plan.engine, {pod: port for pod, port in ports.items() if pod != GATEWAY},
+                           ports[GATEWAY], LOAD_SECONDS)  # fmt: skip
+        async with (
+            Stack(workdir, collector_args=node.collector_args, node=NODE, namespaces=(CHAT_NAMESPACE,),
+                  scrape_jobs=[scrape_job(targets)]) as stack,
+            chat,
+        ):  # fmt: skip
             prometheus = stack.prometheus.url if stack.prometheus else ""
             console.print(f"custom metrics API: {stack.adapter_url}/apis/custom.metrics.k8s.io/v1beta2 ; "
                           f"Prometheus: {prometheus} ; collector: {stack.collector_url}/metrics\n")  # fmt: skip
-            header = settings_text(spec, script)
+            header = settings_text(plan)
             if seconds < FULL_LOOP_SECONDS:
                 header += (f"\n\nnote: in {seconds:g} s the loop may end before it scales back down: the syncs every "
-                           f"3 s and the metrics' lag of about 2 s do not stretch with the run "
+                           f"3 s, the metrics' lag of about 2 s and a model's loading do not stretch with the run "
                            f"({FULL_LOOP_SECONDS:g} s or more shows both)")  # fmt: skip
             console.print(header + "\n")
             if not simulate:
                 console.print(f"starting gpuscale-load on {len(node.gpus)} GPU(s), idle until a replica lands on one")
             await node.work.start()
             try:
-                record = await control_loop(console, stack, node, spec, script, seconds, workdir)
+                record = await control_loop(console, stack, node, plan, chat, seconds, workdir)
             finally:
                 console.end()
                 await node.work.close()  # the workers first, while what they are measured by still runs
-        path = [record.syncs[0].decision.current] + [s.decision.replicas for s in record.syncs if s.decision.scales]
-        console.print(f"\nreplicas: {' → '.join(map(str, path))}; every process the demo started has stopped")
-        write_outputs(console, record, spec, script, header, png, html)
+            served = f"{chat.arrived} requests arrived for chat, {chat.finished} finished"
+        trainers = [s.decision.replicas for s in record.syncs if s.decision.scales]
+        chats = [s.sync.decision.replicas for s in record.chat if s.sync.decision.scales]
+        console.print(f"\nreplicas: trainer {path_of(trainers, record.syncs[0].decision.current)}; "
+                      f"chat {path_of(chats, record.chat[0].sync.decision.current)}; {served}; "
+                      "every process the demo started has stopped")  # fmt: skip
+        write_outputs(console, record, plan, header, png, html)
     finally:
         if node is not None:
             await node.work.close()
@@ -247,8 +267,8 @@ def main() -> None:
         "--seconds",
         type=float,
         default=SECONDS,
-        help=f"how long to run (default {SECONDS:g}); the work's script and the scale-down window "
-        f"stretch with it (below {FULL_LOOP_SECONDS:g} s the run may end before it scales down)",
+        help=f"how long to run (default {SECONDS:g}); the work's and the requests' scripts and the scale-down "
+        f"windows stretch with it (below {FULL_LOOP_SECONDS:g} s the run may end before it scales down)",
     )
     parser.add_argument("--target", type=float, default=70.0, help="the HPA's gpu_utilization target (default 70)")
     parser.add_argument("--simulate", action="store_true", help="simulated GPUs even when this machine has GPUs")

@@ -3,7 +3,8 @@
 Kubernetes itself cannot run here, so two stand-ins take its place: an API server that lists and watches pod
 metadata (for the adapter's selectors and the collector's pod directory) and the kubelet's pod-resources socket
 (which pod holds which GPU). Everything else is the real program: the collector with its pod mapping, a real
-Prometheus, the adapter as a separate process answering the same URLs the HPA asks.
+Prometheus, the adapter as a separate process answering the same URLs the HPA asks. Prometheus also scrapes the
+``scrape_jobs`` it is given (the demo's inference engines and the gateway in front of them).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -30,6 +31,7 @@ from harness.stores.prometheus import Prometheus, run_prometheus
 
 ROOT = Path(__file__).resolve().parents[1]
 CUSTOM = "/apis/custom.metrics.k8s.io/v1beta2"
+EXTERNAL = "/apis/external.metrics.k8s.io/v1beta1"
 
 
 @dataclass(frozen=True)
@@ -39,6 +41,7 @@ class Pod:
     device_ids: tuple[str, ...]  # what the device plugin gave it: GPU UUIDs, UUID::n replicas, MIG-<uuid>
     resource: str = "nvidia.com/gpu"
     uid: str = ""
+    namespace: str = ""  # "": the stack's own
 
 
 @dataclass
@@ -48,6 +51,8 @@ class Stack:
     namespace: str = "ml"
     node: str = "demo-node"
     adapter_args: Sequence[str] = ()
+    namespaces: Sequence[str] = ()  # besides ``namespace``
+    scrape_jobs: Sequence[dict[str, Any]] = ()  # more of Prometheus's scrape_configs
     kube: FakeKubeAPIServer = field(default_factory=FakeKubeAPIServer)
     collector_url: str = ""
     adapter_url: str = ""
@@ -56,6 +61,7 @@ class Stack:
     processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
     _exit: contextlib.ExitStack = field(default_factory=contextlib.ExitStack)
     _session: aiohttp.ClientSession | None = None
+    _owned: dict[str, list[Pod]] = field(default_factory=dict)
 
     async def __aenter__(self) -> Stack:
         try:
@@ -69,7 +75,8 @@ class Stack:
         self.workdir.mkdir(parents=True, exist_ok=True)
         await self.kube.start()
         kubeconfig = self.kube.kubeconfig(self.workdir / "kubeconfig")
-        self.kube.put("namespaces", self.namespace, {"kubernetes.io/metadata.name": self.namespace})
+        for namespace in (self.namespace, *self.namespaces):
+            self.kube.put("namespaces", namespace, {"kubernetes.io/metadata.name": namespace})
         self.kube.put("nodes", self.node, {"kubernetes.io/hostname": self.node})
         self._kubelet = PodResourcesServer(str(self.workdir / "kubelet.sock")).start()
         collector_port = free_port()
@@ -81,7 +88,12 @@ class Stack:
             {"NODE_NAME": self.node},
         )  # fmt: skip
         self.prometheus = self._exit.enter_context(
-            run_prometheus(self.workdir / "prometheus", [f"127.0.0.1:{collector_port}"], scrape_interval="1s")
+            run_prometheus(
+                self.workdir / "prometheus",
+                [f"127.0.0.1:{collector_port}"],
+                scrape_interval="1s",
+                extra_jobs=list(self.scrape_jobs),
+            )
         )
         adapter_port = free_port()
         self.adapter_url = f"http://127.0.0.1:{adapter_port}"
@@ -119,17 +131,31 @@ class Stack:
             await asyncio.sleep(0.2)
 
     def set_pods(self, pods: Sequence[Pod]) -> None:
-        """Make these the pods on the node: in the API server's list and watch, and in the kubelet's answer."""
+        """Make these the pods on the node: in the API server's list and watch, and, those that hold a device, in the
+        kubelet's answer."""
         assert self._kubelet is not None
-        current = {name for (ns, name) in self.kube.objects.get("pods", {}) if ns == self.namespace}
-        for pod in pods:
-            self.kube.put("pods", pod.name, pod.labels, namespace=self.namespace, uid=pod.uid or f"uid-{pod.name}",
+        current = set(self.kube.objects.get("pods", {}))
+        wanted = {(p.namespace or self.namespace, p.name): p for p in pods}
+        for (namespace, name), pod in wanted.items():
+            self.kube.put("pods", name, pod.labels, namespace=namespace, uid=pod.uid or f"uid-{name}",
                           spec={"nodeName": self.node})  # fmt: skip
-        for gone in current - {p.name for p in pods}:
-            self.kube.delete("pods", gone, namespace=self.namespace)
+        for gone_namespace, gone in current - set(wanted):
+            self.kube.delete("pods", gone, namespace=gone_namespace)
         self._kubelet.pods = [
-            FakePod(self.namespace, p.name, {"main": [(p.resource, list(p.device_ids))]}) for p in pods
+            FakePod(namespace, p.name, {"main": [(p.resource, list(p.device_ids))]})
+            for (namespace, _), p in wanted.items()
+            if p.device_ids
         ]
+
+    def pods_of(self, owner: str) -> Callable[[list[Pod]], None]:
+        """What ``owner`` (a Deployment, or the pods beside them) calls with its pods: the node gets them and keeps
+        every other owner's."""
+
+        def apply(pods: list[Pod]) -> None:
+            self._owned[owner] = list(pods)
+            self.set_pods([p for owned in self._owned.values() for p in owned])
+
+        return apply
 
     async def get(self, path: str) -> tuple[int, dict[str, Any]]:
         assert self._session is not None
@@ -144,6 +170,13 @@ class Stack:
         if status != 200:
             return {}
         return {item["describedObject"]["name"]: float(parse_quantity(item["value"])) for item in body["items"]}
+
+    async def external_metric(self, namespace: str, metric: str) -> float | None:
+        """The sum of an External metric's items for ``namespace``, as an HPA adds them (None without a value)."""
+        status, body = await self.get(f"{EXTERNAL}/namespaces/{namespace}/{metric}")
+        if status != 200 or not body.get("items"):
+            return None
+        return sum(float(parse_quantity(item["value"])) for item in body["items"])
 
     async def __aexit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None

@@ -1,14 +1,17 @@
-"""The table the run prints, a row a sync: the replicas, their average and what the custom metrics API answered per
-pod. The cells are kept, not only the printed lines, so that the page's HTML table (demo/chart.py) is built from the
-same values and header as the console's lines, and the two cannot disagree.
+"""The tables the run prints, a row a sync: for the trainer the replicas, their average and what the custom metrics
+API answered per pod; for chat (``ChatTable``) the replicas, those ready, and what the external metrics API answered.
+The console prints both rows of a sync on one line. The cells are kept, not only the printed lines, so that the
+page's HTML tables (demo/page.py) are built from the same values and headers as the console's lines, and they
+cannot disagree.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import ClassVar
 
-from demo.hpa_controller import Sync
+from demo.hpa_controller import ExternalSync, Sync
 
 SHARED = "one shared GPU"  # what the columns right of the bar are
 
@@ -50,8 +53,44 @@ class Table:
         mine, shared = cells[3 : self.first_shared], cells[self.first_shared :]
         text = f"{cells[0]:>5}  {cells[1]:>8}  {cells[2]:>7} " + " ".join(f"{c:>9}" for c in mine)
         if self.shared:
-            text += " | " + " ".join(f"{c:>8}" for c in shared)
+            text += " | " + " ".join(f"{c:>7}" for c in shared)
         return text
 
-    def header(self) -> str:
-        return self.line(self.columns) + (f" ({SHARED})" if self.shared else "")
+
+def _count(value: float | None) -> str:
+    return "-" if value is None else f"{value:g}"
+
+
+@dataclass
+class ChatTable:
+    label: str = "chat"  # over its columns
+    rows: list[tuple[str, ...]] = field(default_factory=list)  # the cells, in the order of ``columns``
+
+    columns: ClassVar[tuple[str, ...]] = ("t", "chat", "ready", "demand", "waiting")  # "chat": its replicas
+
+    def add(self, sync: ExternalSync, ready: int, waiting: float | None) -> tuple[str, ...]:
+        """A row for ``sync``: ``demand``, what the HPA read; ``waiting``, the engines' queues read beside it."""
+        demand = sum(sync.values) if sync.values else None
+        row = (f"{sync.at:.0f}s", str(sync.decision.current), str(ready), _count(demand), _count(waiting))
+        self.rows.append(row)
+        return row
+
+    def line(self, cells: Sequence[str]) -> str:
+        """Cells as the console prints them after the trainer's, without the time they share."""
+        return f"{cells[1]:>4} {cells[2]:>5} {cells[3]:>6} {cells[4]:>7}"
+
+
+def console_line(table: Table, cells: Sequence[str], chat: ChatTable, chat_cells: Sequence[str]) -> str:
+    """One sync of both HPAs: the trainer's row, then chat's after a bar."""
+    return f"{table.line(cells)} | {chat.line(chat_cells)}"
+
+
+def console_header(table: Table, chat: ChatTable) -> list[str]:
+    """The header, under a line that names the groups of columns over them: the shared GPU's pods, and chat's."""
+    header = console_line(table, table.columns, chat, chat.columns)
+    groups = ""
+    if table.shared:
+        groups = " " * len(table.line(table.columns[: table.first_shared]).rstrip(" |")) + "   " + SHARED
+    chat_at = len(table.line(table.columns)) + 3
+    groups = f"{groups:<{chat_at}}{chat.label}"
+    return [groups, header]

@@ -74,6 +74,42 @@ class SimulatedWork:
         return None
 
 
+class SharedWork:
+    """One ``Work`` that several Deployments keep busy: each sets its own GPUs through its ``part``, and the GPUs the
+    others set stay as they were."""
+
+    def __init__(self, work: Work) -> None:
+        self._work = work
+        self._parts: dict[str, dict[Gpu, float]] = {}
+
+    def part(self, name: str) -> Work:
+        return _Part(self, name)
+
+    async def set_part(self, name: str, busy: Mapping[Gpu, float]) -> None:
+        if self._parts.get(name) == busy:
+            return
+        self._parts[name] = dict(busy)
+        await self._work.set({gpu: load for part in self._parts.values() for gpu, load in part.items()})
+
+
+class _Part:
+    """A ``Work`` that is one Deployment's share of a ``SharedWork``; the shared one is started and closed by its
+    owner, not by a part."""
+
+    def __init__(self, shared: SharedWork, name: str) -> None:
+        self._shared = shared
+        self._name = name
+
+    async def start(self) -> None:
+        return None
+
+    async def set(self, busy: Mapping[Gpu, float]) -> None:
+        await self._shared.set_part(self._name, busy)
+
+    async def close(self) -> None:
+        return None
+
+
 class Workload:
     """Keeps the GPUs of ``deployment``'s replicas busy as ``script`` and the replica count say."""
 

@@ -1,10 +1,13 @@
 """The main job on simulated GPUs, as `make run` starts it: every component real but Kubernetes.
 
 No assertion here depends on how fast this machine is: waits have generous deadlines, and what is checked is what
-happened (replicas went up to the algorithm's fixed point and back, the picture has the size it was drawn at).
+happened (replicas went up to the algorithm's fixed point and back, chat from zero and back to zero, the picture has
+the size it was drawn at).
 """
 
 import asyncio
+import contextlib
+import json
 import os
 import re
 import signal
@@ -13,21 +16,28 @@ import subprocess
 import sys
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from pathlib import Path
 
 import aiohttp
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
-from demo import chart, kubectl
+from demo import chart, kubectl, page
+from demo.arrival_script import ArrivalScript
+from demo.chat import ENGINE_LABEL, ChatService, scrape_job
+from demo.decisions import external_line
 from demo.deployment import Deployment
 from demo.hpa import Autoscaler, HpaSpec, propose
-from demo.hpa_controller import HpaController, Sync
+from demo.hpa_controller import ExternalHpaController, ExternalSync, HpaController, Sync
 from demo.node import INFER, simulated_node
-from demo.stack import CUSTOM, Stack
+from demo.plan import ENGINE
+from demo.stack import CUSTOM, Pod, Stack
 from demo.table import Table
 from demo.workload import LoadScript, Workload
 from harness.kube.api import TOKEN
 from harness.kube.kubectl import find_kubectl
+from harness.stores.prometheus import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -156,10 +166,96 @@ async def test_the_hpa_scales_the_deployment_up_as_work_arrives_and_back_down_as
 
     picture = chart.png(syncs, spec, "test", lambda t: 2.7)
     assert png_size(picture) == (chart.WIDTH, chart.HEIGHT) == (1200, 900)
-    page = chart.page("test", "settings", picture, ["a decision"], Table(("trainer-0",)))
-    assert '<img alt="per-pod utilization' in page
-    assert "data:image/png;base64,iVBORw0KGgo" in page  # the PNG itself, inline
-    assert "http" not in page  # nothing to fetch
+    text = page.page("test", "settings", picture, ["a decision"], Table(("trainer-0",)))
+    assert '<img alt="per-pod utilization' in text
+    assert "data:image/png;base64,iVBORw0KGgo" in text  # the PNG itself, inline
+    assert "http" not in text  # nothing to fetch
+
+
+async def adapter_answered(session: aiohttp.ClientSession, adapter_url: str, route: str) -> float:
+    """How many requests of ``route`` the adapter answered 200, by its own /metrics."""
+    async with session.get(f"{adapter_url}/metrics") as resp:
+        text = await resp.text()
+    return sum(
+        sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+        if sample.name == "gpuscale_adapter_request_duration_seconds_count"
+        and sample.labels == {"route": route, "code": "200"}
+    )
+
+
+@pytest.mark.prometheus
+@pytest.mark.slow
+async def test_the_chat_hpa_wakes_the_engines_from_zero_on_the_adapters_demand_and_lets_them_go(tmp_path: Path) -> None:
+    setup = simulated_node(tmp_path)
+    ports = {name: free_port() for name in ("chat-0", "chat-1", "chat-2", "chat-gateway")}
+    targets = {f"127.0.0.1:{port}": ("llm", name, "demo-node") for name, port in ports.items()}
+    # 5 requests a second from 2 s to 14 s: more than one engine serves (3.1), and then none
+    engine = replace(ENGINE, rates=ArrivalScript(((0, 0.0), (2, 5.0), (14, 0.0))).schedule())
+    spec = HpaSpec(5, 0, 3, scale_down_window=6)
+    chat = ChatService(engine, {n: p for n, p in ports.items() if n != "chat-gateway"}, ports["chat-gateway"],
+                       load_seconds=2)  # fmt: skip
+    syncs: list[ExternalSync] = []
+    async with (
+        Stack(tmp_path, collector_args=setup.collector_args, node="demo-node", namespaces=("llm",),
+              scrape_jobs=[scrape_job(targets)]) as stack,
+        chat,
+        aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10)) as session,
+    ):  # fmt: skip
+        chat_pods = stack.pods_of("chat")
+
+        def apply(pods: list[Pod]) -> None:
+            chat_pods(pods)
+            chat.assign(pods)
+
+        deployment = Deployment("chat", setup.chat_gpus, apply, namespace="llm", labels={ENGINE_LABEL: "true"})
+        controller = ExternalHpaController(session, stack.adapter_url, "llm", "inference_demand", deployment,
+                                           Autoscaler(spec))  # fmt: skip
+        before = await adapter_answered(session, stack.adapter_url, "external")
+        started = time.monotonic()
+        serving = asyncio.create_task(chat.run(started))
+
+        def syncing_until(done: Callable[[ExternalSync], bool]) -> Callable[[], Awaitable[bool]]:
+            async def sync() -> bool:
+                assert not serving.done(), serving
+                syncs.append(await controller.sync(time.monotonic() - started))
+                return done(syncs[-1])
+
+            return sync
+
+        await until("chat woken from zero", syncing_until(lambda s: s.decision.current == 0 < s.decision.replicas))
+        await until("chat back to zero", syncing_until(lambda s: s.decision.current > 0 == s.decision.replicas),
+                    within=120)  # fmt: skip
+
+        async def all_served() -> bool:
+            assert not serving.done(), serving
+            return chat.arrived == chat.finished and chat.gateway.waiting == 0
+
+        await until("every request served", all_served, within=60)
+        answered = await adapter_answered(session, stack.adapter_url, "external") - before
+        serving.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await serving
+
+    path = [syncs[0].decision.current] + [s.decision.replicas for s in syncs if s.decision.scales]
+    assert path[0] == 0, path
+    assert max(path) >= 1, path
+    assert path[-1] == 0, path
+    assert chat.arrived > 0
+    # every value the HPA decided on is what the adapter answered: its own list, in the external metrics API's group
+    for sync in syncs:
+        if sync.values:
+            body = json.loads(sync.answer)
+            assert (body["kind"], body["apiVersion"]) == ("ExternalMetricValueList", "external.metrics.k8s.io/v1beta1")
+            assert {item["metricName"] for item in body["items"]} == {"inference_demand"}
+    assert answered >= len(syncs)  # the adapter counted each of them
+    up = next(s for s in syncs if s.decision.current == 0 < s.decision.replicas)
+    down = next(s for s in syncs if s.decision.current > 0 == s.decision.replicas)
+    assert sum(up.values) > 0
+    assert "inference_demand" in external_line("chat", up, "inference_demand", spec)
+    assert f"from zero: ceil({sum(up.values):g} / 5)" in external_line("chat", up, "inference_demand", spec)
+    assert external_line("chat", down, "inference_demand", spec).endswith("ceil(0 / 5) = 0")
 
 
 def children_of(pid: int) -> set[int]:
@@ -224,8 +320,12 @@ def test_the_demo_program_ends_with_a_picture_and_leaves_nothing_behind(tmp_path
     )
     # the scale-down window stretches with the run: 12 s of 75 is 1.28 s of 8
     assert "scale-down 1.28 s (Kubernetes' default 300 s, shortened for the demo)" in lines[4]
+    assert lines[6].startswith(
+        "HPA for Deployment chat (namespace llm): External metric inference_demand, target averageValue 5"
+    )
+    assert re.search(r"^replicas: trainer 1.*; chat 0.*; \d+ requests arrived for chat, \d+ finished", out, re.M), out
     assert f"picture: {tmp_path / 'demo.png'}" in out
-    assert png_size((tmp_path / "demo.png").read_bytes()) == (chart.WIDTH, chart.HEIGHT)
+    assert png_size((tmp_path / "demo.png").read_bytes()) == (chart.WIDTH, chart.HEIGHT + chart.CHAT_HEIGHT)
     assert "data:image/png;base64," in (tmp_path / "demo.html").read_text()
     assert "Traceback" not in out
 

@@ -19,14 +19,21 @@ import pytest
 
 from demo import chart, kubectl
 from demo.console import Console
-from demo.hpa import Autoscaler, HpaSpec
-from demo.hpa_controller import Sync
-from demo.run import SCRIPT, Record, decision_line, settings_text, worth_saying, write_outputs
-from demo.table import SHARED, Table
+from demo.decisions import decision_line, external_line, worth_saying
+from demo.hpa import Autoscaler, propose_external
+from demo.hpa_controller import ExternalSync, Sync
+from demo.plan import SCRIPT, plan_for, settings_text
+from demo.record import ChatSample, Record
+from demo.run import write_outputs
+from demo.table import SHARED, ChatTable, Table
 from harness.browser import dom_after_load
 
-TITLE = "gpuscale demo: an HPA on gpu_utilization from the custom metrics API"
-SPEC = HpaSpec(70, 1, 6, scale_down_window=12)
+TITLE = "gpuscale demo: HPAs on gpu_utilization (custom metrics API) and inference_demand (external metrics API)"
+PLAN = plan_for(75, 70, 6, chat_gpus=True)
+SPEC = PLAN.spec
+# what chat's HPA read at each sync of a default run on this machine: nothing before the gateway's first scrape, then
+# the gateway's queue from 24 s, the engines' from 30 s
+DEMAND = (None, None, *[0.0] * 6, 16.0, 29.0, 15.0, 6.0, 2.0, 1.0, 1.0, *[0.0] * 10)
 PATH = "/apis/custom.metrics.k8s.io/v1beta2/namespaces/ml/pods/*/gpu_utilization?labelSelector=app%3Dtrainer"
 # an error that quotes a server's HTML page: the page shows the markup as text
 REFUSAL = "the custom metrics API answered 503: <html><b>Bad Gateway</b></html>"
@@ -47,7 +54,7 @@ addEventListener("load", () => {
     rows: cells(document.querySelectorAll("tbody tr")),
     alignments: [...new Set([...document.querySelectorAll("th, td")].map((c) => getComputedStyle(c).textAlign))],
     bold: document.querySelectorAll("b").length,
-    images: [...document.images].map((i) => [i.naturalWidth, i.getBoundingClientRect().width]),
+    images: [...document.images].map((i) => [i.naturalWidth, i.naturalHeight, i.getBoundingClientRect().width]),
     text: document.body.innerText,
   };
   const out = document.createElement("pre");
@@ -74,6 +81,20 @@ def known_syncs() -> list[Sync]:
     return syncs
 
 
+def known_chat() -> list[ChatSample]:
+    """Chat's syncs on DEMAND, each replica ready by the next sync, the engines' queue all the demand once one is."""
+    autoscaler = Autoscaler(PLAN.chat_spec)
+    current, samples = 0, []
+    for n, demand in enumerate(DEMAND):
+        values = () if demand is None else (demand,)
+        proposal = propose_external(current, current, values, PLAN.chat_spec, per_pod=True)
+        decision = autoscaler.settle(3.0 * n, current, proposal)
+        sync = ExternalSync(3.0 * n, values, decision, answer="")
+        samples.append(ChatSample(sync, current, demand if current else None))
+        current = decision.replicas
+    return samples
+
+
 def answer(values: dict[str, float]) -> str:
     """A MetricValueList as the adapter answers it."""
     items = [
@@ -88,13 +109,19 @@ def answer(values: dict[str, float]) -> str:
 
 def known_record() -> Record:
     """What control_loop keeps of a run, from the known syncs, by the functions it uses."""
-    record = Record(Table(tuple(f"trainer-{n}" for n in range(SPEC.max_replicas)), ("infer-a", "infer-b")))
-    for sync in known_syncs():
-        previous = record.syncs[-1] if record.syncs else None
+    table = Table(tuple(f"trainer-{n}" for n in range(SPEC.max_replicas)), ("infer-a", "infer-b"))
+    record = Record(table, ChatTable("chat (namespace llm)"))
+    for sync, sample in zip(known_syncs(), known_chat(), strict=True):
+        previous = record.syncs[-1].decision if record.syncs else None
+        chat_previous = record.chat[-1].sync.decision if record.chat else None
         record.syncs.append(sync)
+        record.chat.append(sample)
         record.table.add(sync, {"infer-a": 55.0, "infer-b": 20.0})
-        if worth_saying(sync, previous):
-            record.decisions.append(decision_line(sync, SPEC.target))
+        record.chat_table.add(sample.sync, sample.ready, sample.waiting)
+        if worth_saying(sync.decision, previous):
+            record.decisions.append(decision_line("trainer", sync, SPEC.target))
+        if worth_saying(sample.sync.decision, chat_previous):
+            record.decisions.append(external_line("chat", sample.sync, "inference_demand", PLAN.chat_spec))
         if not record.kubectl and len(sync.values) == 4:
             record.kubectl = f"$ {kubectl.user_command(PATH)}\n{kubectl.shorten(answer(sync.values))}"
     return record
@@ -127,8 +154,8 @@ def written(tmp_path_factory: pytest.TempPathFactory) -> Written:
     """A record, the picture and the page ``write_outputs`` made of it, and what the browser saw of the page."""
     tmp = tmp_path_factory.mktemp("page")
     record = known_record()
-    header = settings_text(SPEC, SCRIPT)
-    write_outputs(Console(io.StringIO(), 75), record, SPEC, SCRIPT, header, tmp / "run.png", tmp / "run.html")
+    header = settings_text(PLAN)
+    write_outputs(Console(io.StringIO(), 75), record, PLAN, header, tmp / "run.png", tmp / "run.html")
     return Written(record, tmp / "run.png", tmp / "run.html", {w: seen(tmp / "run.html", w) for w in WIDTHS})
 
 
@@ -140,16 +167,26 @@ def test_the_title_is_shown_once(written: Written) -> None:
     shown, titled = base64.b64decode(inline[1]), written.picture.read_bytes()
     again = shown == titled
     assert not again, "the page's picture says the title again under the heading"
-    assert shown == chart.png(written.record.syncs, SPEC, None, SCRIPT.total)
+    panels = chart.ChatPanels(written.record.chat, PLAN.chat_spec, PLAN.arrivals.rate, PLAN.capacity)
+    assert shown == chart.png(written.record.syncs, SPEC, None, SCRIPT.total, panels)
     # the picture's file, seen alone, keeps the title: it says what it is
-    assert titled == chart.png(written.record.syncs, SPEC, TITLE, SCRIPT.total)
+    assert titled == chart.png(written.record.syncs, SPEC, TITLE, SCRIPT.total, panels)
 
 
-def test_the_table_has_the_consoles_header_row_and_its_numbers_right_aligned(written: Written) -> None:
-    facts, table = written.seen[1280], written.record.table
-    assert facts["header"] == [["", SHARED], list(table.columns)], "the table's header row"
-    assert facts["rows"] == [list(row) for row in table.rows]
+def test_the_tables_have_the_consoles_header_rows_and_their_numbers_right_aligned(written: Written) -> None:
+    facts, table, chat = written.seen[1280], written.record.table, written.record.chat_table
+    assert facts["header"] == [["", SHARED], list(table.columns), list(chat.columns)], "the tables' header rows"
+    assert facts["rows"] == [list(row) for row in (*table.rows, *chat.rows)]
     assert facts["alignments"] == ["right"]
+
+
+def test_both_deployments_decisions_are_on_the_page_in_the_order_they_were_made(written: Written) -> None:
+    text = written.seen[1280]["text"]
+    up = "  24s  chat     scale 0 → 3: inference_demand 16 against a target of 5 a replica: from zero: ceil(16 / 5)"
+    trainer_up = "  12s  trainer  scale 1 → 2: average 100.0 against a target of 70"
+    assert up.lstrip() in text
+    assert text.index(trainer_up.lstrip()) < text.index(up.lstrip())
+    assert "chat     scale 1 → 0: inference_demand 0" in text
 
 
 def test_the_kubectl_line_the_console_shows_is_on_the_page(written: Written) -> None:
@@ -160,7 +197,7 @@ def test_the_kubectl_line_the_console_shows_is_on_the_page(written: Written) -> 
 
 def test_text_with_markup_is_shown_as_it_is(written: Written) -> None:
     facts = written.seen[1280]
-    assert f"0s  hold at 1: {REFUSAL}" in facts["text"]
+    assert f"0s  trainer  hold at 1: {REFUSAL}" in facts["text"]
     assert facts["bold"] == 0
 
 
@@ -172,6 +209,8 @@ def test_nothing_runs_off_the_side_of_the_page(written: Written, width: int) -> 
     assert facts["pastTheEdge"] == [], f"past the window's right edge at {width} pixels"
     # nor does a block hide a part of itself behind a scroll bar of its own
     assert facts["scrolled"] == [], f"scrolled sideways at {width} pixels"
-    [(natural, shown)] = facts["images"]
-    assert natural == chart.WIDTH, "the picture decodes"
+    [(natural, height, shown)] = facts["images"]
+    assert (natural, height) == (chart.WIDTH, chart.HEIGHT + chart.CHAT_HEIGHT), (
+        "the picture decodes, chat's panels too"
+    )
     assert shown < width

@@ -19,7 +19,7 @@ from demo.gpu_work import GpuWork
 from demo.kubectl import shorten
 from demo.node import MAX_REPLICAS, has_gpu, real_node
 from demo.stack import Pod
-from demo.workload import LoadScript, SimulatedWork, Workload, duty
+from demo.workload import LoadScript, SharedWork, SimulatedWork, Workload, duty
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -40,6 +40,34 @@ def test_replicas_take_free_gpus_and_the_newest_go_first() -> None:
     assert trainer.pods == {"trainer-0": GPUS[0], "trainer-1": GPUS[1]}
     with pytest.raises(ValueError, match="trainer: 4 replicas asked, 3 GPUs free"):
         trainer.scale(4)
+
+
+def test_replicas_without_gpus_are_pods_in_their_namespace_with_no_device() -> None:
+    applied: list[list[Pod]] = []
+    chat = Deployment("chat", [], applied.append, namespace="llm", labels={"tier": "engine"}, max_replicas=2)
+    assert chat.capacity == 2
+    chat.scale(2)
+    labels = {"app": "chat", "tier": "engine"}
+    assert [(p.name, p.namespace, p.device_ids, p.labels) for p in applied[-1]] == [
+        ("chat-0", "llm", (), labels), ("chat-1", "llm", (), labels)
+    ]  # fmt: skip
+    assert chat.labels == {"app": "chat"}  # the selector's
+    assert chat.names == ("chat-0", "chat-1")
+    assert chat.pods == {}
+    chat.scale(0)
+    assert applied[-1] == []
+    with pytest.raises(ValueError, match="a GPU each or none"):
+        Deployment("chat", GPUS, applied.append, max_replicas=2)
+
+
+async def test_deployments_sharing_one_load_file_keep_each_others_gpus(tmp_path: Path) -> None:
+    work = SimulatedWork(tmp_path / "loads.yaml", GPUS)
+    shared = SharedWork(work)
+    await shared.part("trainer").set({GPUS[0]: 0.5})
+    await shared.part("chat").set({GPUS[2]: 0.25})
+    assert yaml.safe_load((tmp_path / "loads.yaml").read_text()) == {0: 0.5, 1: 0, 2: 0.25}
+    await shared.part("trainer").set({GPUS[1]: 1.0})  # trainer-0 went, trainer-1 came: GPU 0 idle again
+    assert yaml.safe_load((tmp_path / "loads.yaml").read_text()) == {0: 0, 1: 1.0, 2: 0.25}
 
 
 @pytest.mark.parametrize(
