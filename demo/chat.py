@@ -57,24 +57,14 @@ def capacity(spec: ServeSpec) -> float:
 def scrape_job(targets: Mapping[str, tuple[str, str, str]]) -> dict[str, Any]:
     """Prometheus's job for the engines and the gateway, ``targets`` (host:port → namespace, pod, node) labelled as
     the shipped ``gpuscale-inference-engines`` job labels the pods it discovers; a target whose pod has no engine
-    serving fails its scrapes, and Prometheus marks its series stale, as it does for a pod that has gone."""
+    serving fails its scrapes, and Prometheus marks its series stale, as it does for a pod that has gone. No names are
+    rewritten: Debian's Prometheus 2.42 stores ``vllm_num_requests_waiting`` (prometheus_client writes the colon so in
+    OpenMetrics), and the adapter's built-in rules read that spelling as they do in a cluster."""
     return {
         "job_name": "gpuscale-inference-engines",
         "static_configs": [
             {"targets": [target], "labels": {"namespace": namespace, "pod": pod, "node": node}}
             for target, (namespace, pod, node) in targets.items()
-        ],
-        # Prometheus 2 asks for OpenMetrics without an escaping scheme, and prometheus_client (0.26, which vLLM's
-        # /metrics and serve's both use) then writes the samples of vllm:num_requests_waiting as
-        # vllm_num_requests_waiting, under a TYPE line that keeps the colon (prometheus/client_python#1177): the
-        # names are put back as vLLM declares them
-        "metric_relabel_configs": [
-            {
-                "source_labels": ["__name__"],
-                "regex": "vllm_(.+)",
-                "target_label": "__name__",
-                "replacement": "vllm:${1}",
-            },
         ],
     }
 

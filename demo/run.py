@@ -54,7 +54,7 @@ from demo.table import ChatTable, Table, console_header, console_line
 from demo.workload import SharedWork, Workload
 from harness.kube.api import TOKEN
 from harness.kube.kubectl import find_kubectl
-from harness.stores.prometheus import free_port
+from harness.processes import free_port
 
 GATEWAY = "chat-gateway"  # the gateway's pod
 NODE = "demo-node"  # the stack's node, and so the engines' node label

@@ -37,7 +37,7 @@ from demo.table import Table
 from demo.workload import LoadScript, Workload
 from harness.kube.api import TOKEN
 from harness.kube.kubectl import find_kubectl
-from harness.stores.prometheus import free_port
+from harness.processes import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 
