@@ -27,29 +27,16 @@ from loadgen.serving.arrivals import Arrivals
 from loadgen.serving.engine import measure_capacity
 from loadgen.serving.server import create_app
 from loadgen.serving.settings import ServeSpec
-from loadgen.serving.steps import SimulatedSteps
+from loadgen.serving.steps import ModelClock, SimulatedSteps
 
 TICK = 0.02  # seconds between two looks at arrivals and engines: a request waits in the gateway about half of it
 GRACE = 30.0  # terminationGracePeriodSeconds' default
 ENGINE_LABEL = "gpuscale.io/inference-engine"  # what the shipped scrape job keeps (manifests/prometheus)
 
 
-class ModelTime:
-    """A clock that moves only when a modelled step sleeps: a capacity measured at once, the same every time."""
-
-    def __init__(self) -> None:
-        self.t = 0.0
-
-    def now(self) -> float:
-        return self.t
-
-    def sleep(self, seconds: float) -> None:
-        self.t += seconds
-
-
 def capacity(spec: ServeSpec) -> float:
     """Requests a second one engine of ``spec`` finishes at most (its batch kept full), as ``serve`` measures it."""
-    clock = ModelTime()
+    clock = ModelClock()
     return measure_capacity(SimulatedSteps(clock, spec.cost), spec.limits, spec.prompt, spec.output,
                             clock).requests_per_second  # fmt: skip
 

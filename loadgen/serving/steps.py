@@ -27,6 +27,20 @@ class MonotonicClock:
         time.sleep(seconds)
 
 
+class ModelClock:
+    """A clock that moves only when something sleeps on it: with simulated steps, a run in model time, at once and the
+    same every time (a capacity measured, a scheduler worked through by hand)."""
+
+    def __init__(self) -> None:
+        self.t = 0.0
+
+    def now(self) -> float:
+        return self.t
+
+    def sleep(self, seconds: float) -> None:
+        self.t += seconds
+
+
 class StepRunner(Protocol):
     def run(self, tokens: int) -> None:
         """Do one step's work for ``tokens`` tokens (prompts and decodes together) and return when it is done."""

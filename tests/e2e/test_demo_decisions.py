@@ -5,12 +5,13 @@ import json
 
 import pytest
 
-from demo.chat import ModelTime, capacity
+from demo.chat import capacity
 from demo.decisions import external_line, worth_saying
 from demo.hpa import Autoscaler, HpaSpec, propose_external
 from demo.hpa_controller import ExternalSync
 from demo.plan import ENGINE
 from demo.table import SHARED, ChatTable, Table, console_header, console_line
+from loadgen.serving.steps import ModelClock
 
 
 def chat_sync(at: float, current: int, demand: float | None, hpa: Autoscaler) -> ExternalSync:
@@ -57,7 +58,7 @@ def test_one_chat_engine_serves_what_its_batch_and_steps_allow() -> None:
     # 8 requests of 128 tokens a batch; a step decodes 8 tokens in 20.068 ms, and about one step in 16 also computes a
     # 256-token prompt (2.2 ms more): 8 / (128 x ~20.2 ms), about 3.1 a second
     assert capacity(ENGINE) == pytest.approx(8 / (128 * 0.0202), rel=0.02)
-    clock = ModelTime()
+    clock = ModelClock()
     clock.sleep(0.25)
     assert clock.now() == 0.25
 

@@ -13,18 +13,7 @@ from loadgen.serving.metrics import EngineMetrics
 from loadgen.serving.progress import Progress
 from loadgen.serving.request import Request
 from loadgen.serving.scheduler import Limits, Scheduler
-from loadgen.serving.steps import SimulatedSteps, StepCost
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.t = 0.0
-
-    def now(self) -> float:
-        return self.t
-
-    def sleep(self, seconds: float) -> None:
-        self.t += seconds
+from loadgen.serving.steps import ModelClock, SimulatedSteps, StepCost
 
 
 class Listed:
@@ -43,7 +32,7 @@ class Listed:
 
 
 def engine(limits: Limits, cost: StepCost, *requests: Request, progress: Progress | None = None) -> Engine:
-    clock = Clock()
+    clock = ModelClock()
     return Engine(Scheduler(limits), SimulatedSteps(clock, cost), Listed(*requests), EngineMetrics("m"), clock,
                   progress)  # fmt: skip
 
@@ -102,7 +91,7 @@ def test_a_stop_ends_the_run_after_the_step_in_progress() -> None:
 
 
 def test_capacity_is_the_generation_rate_with_the_batch_kept_full() -> None:
-    clock = Clock()
+    clock = ModelClock()
     capacity = measure_capacity(
         SimulatedSteps(clock, StepCost(fixed=0.125, per_token=0.0)), Limits(max_batch=4), TokenRange(1, 1),
         TokenRange(4, 4), clock, seconds=2.0, warmup=1.0,
