@@ -2,8 +2,9 @@
 
 Kubernetes' own kinds (APIService included: apiregistration.k8s.io is built in) are validated by kubernetes-validate
 against the OpenAPI schemas it ships, strictly (an unknown field is an error). The Prometheus Operator's
-ServiceMonitor, PodMonitor and PrometheusRule are custom resources that kubernetes-validate has no schema for; they
-are validated against the JSON schemas in schemas/, written for this project from the Operator's API (every field
+ServiceMonitor, PodMonitor and PrometheusRule and KEDA's ScaledObject, TriggerAuthentication and
+ClusterTriggerAuthentication are custom resources that kubernetes-validate has no schema for; they are validated
+against the JSON schemas in schemas/, written for this project from the Operator's API and KEDA's CRDs (every field
 the manifests may use, with its type; any other field is an error). A kind with no schema at all is an error, never
 a skip.
 """
@@ -26,6 +27,9 @@ CUSTOM_KINDS = {
     ("monitoring.coreos.com/v1", "ServiceMonitor"): "servicemonitor.schema.json",
     ("monitoring.coreos.com/v1", "PrometheusRule"): "prometheusrule.schema.json",
     ("monitoring.coreos.com/v1", "PodMonitor"): "podmonitor.schema.json",
+    ("keda.sh/v1alpha1", "ScaledObject"): "scaledobject.schema.json",
+    ("keda.sh/v1alpha1", "TriggerAuthentication"): "triggerauthentication.schema.json",
+    ("keda.sh/v1alpha1", "ClusterTriggerAuthentication"): "triggerauthentication.schema.json",
 }
 
 

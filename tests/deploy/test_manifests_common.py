@@ -136,7 +136,15 @@ EXAMPLE_METRICS = {
 }
 
 
-@pytest.mark.parametrize("directory", EXAMPLES, ids=label)
+# the examples with an HPA of their own; the keda example's Deployments are scaled by ScaledObjects
+HPA_EXAMPLES = [d for d in EXAMPLES if (d / "hpa.yaml").exists()]
+
+
+def test_every_hpa_example_has_its_expected_metrics() -> None:
+    assert [d.name for d in HPA_EXAMPLES] == sorted(EXAMPLE_METRICS)
+
+
+@pytest.mark.parametrize("directory", HPA_EXAMPLES, ids=label)
 def test_the_example_hpa_scales_its_deployment_on_a_metric_the_adapter_serves(directory: Path) -> None:
     rendered = render(directory)
     hpas = rendered.all("HorizontalPodAutoscaler")
