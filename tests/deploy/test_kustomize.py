@@ -102,3 +102,39 @@ def test_a_kind_without_a_schema_is_a_problem_not_a_skip() -> None:
         "spec": {},
     }
     assert problems(certificate, K8S_VERSIONS[0])
+
+
+def test_validation_refuses_an_unknown_scaledobject_field() -> None:
+    scaled = copy.deepcopy(render(MANIFESTS / "examples" / "keda").one("ScaledObject", "chat"))
+    scaled["spec"]["minReplicas"] = scaled["spec"].pop("minReplicaCount")  # the HPA's name, not KEDA's
+    assert any("minReplicas" in p for p in problems(scaled, K8S_VERSIONS[0]))
+
+
+def test_validation_refuses_a_wrong_scaledobject_type() -> None:
+    scaled = copy.deepcopy(render(MANIFESTS / "examples" / "keda").one("ScaledObject", "chat"))
+    scaled["spec"]["triggers"][0]["metadata"]["targetValue"] = 5  # KEDA's metadata is a map of strings
+    assert any("targetValue" in p for p in problems(scaled, K8S_VERSIONS[0]))
+
+
+def test_validation_refuses_an_unknown_triggerauthentication_field() -> None:
+    auth = copy.deepcopy(
+        render(MANIFESTS / "examples" / "keda").one("ClusterTriggerAuthentication", "gpuscale-adapter")
+    )
+    auth["spec"]["secretTargetRef"][0]["secretKey"] = auth["spec"]["secretTargetRef"][0].pop("key")
+    assert any("secretKey" in p for p in problems(auth, K8S_VERSIONS[0]))
+    # the namespaced kind takes the same spec, and needs a namespace
+    auth = copy.deepcopy(
+        render(MANIFESTS / "examples" / "keda").one("ClusterTriggerAuthentication", "gpuscale-adapter")
+    )
+    auth["kind"] = "TriggerAuthentication"
+    assert any("namespace" in p for p in problems(auth, K8S_VERSIONS[0]))
+    auth["metadata"]["namespace"] = "llm"
+    assert problems(auth, K8S_VERSIONS[0]) == []
+
+
+def test_validation_refuses_a_wrong_triggerauthentication_type() -> None:
+    auth = copy.deepcopy(
+        render(MANIFESTS / "examples" / "keda").one("ClusterTriggerAuthentication", "gpuscale-adapter")
+    )
+    auth["spec"]["secretTargetRef"] = auth["spec"]["secretTargetRef"][0]  # one entry, not a list of them
+    assert any("secretTargetRef" in p for p in problems(auth, K8S_VERSIONS[0]))
