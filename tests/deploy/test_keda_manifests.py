@@ -5,7 +5,11 @@ for metrics its built-in rules serve, with KEDA's TLS parameter names, and no HP
 
 from __future__ import annotations
 
-from pathlib import PurePosixPath
+import os
+import re
+from pathlib import Path, PurePosixPath
+
+import yaml
 
 from adapter.config.rules import default_rules_text, parse_rules
 from adapter.keda.metadata import MetricType, parse_metadata
@@ -15,13 +19,16 @@ from harness.deploy.manifests import (
     BASE,
     MANIFESTS,
     NAMESPACE,
+    ROOT,
     Obj,
     container,
     env_values,
     mount_covering,
     render,
+    render_uncached,
     volume_for_mount,
 )
+from harness.deploy.validation import K8S_VERSIONS, problems
 
 OVERLAY = MANIFESTS / "overlays" / "keda"
 EXAMPLE = MANIFESTS / "examples" / "keda"
@@ -162,3 +169,30 @@ def test_every_scaled_object_targets_a_deployment_of_the_example_that_no_hpa_tar
         assert target["apiVersion"] == ref["apiVersion"]
         assert (namespace, ref["kind"], ref["name"]) not in hpa_targets
     assert hpa_targets == set()
+
+
+def test_the_documented_network_policy_patch_admits_keda_to_the_keda_port(tmp_path: Path) -> None:
+    """docs/keda.md's patch for clusters with both the network-policy and keda components."""
+    doc = (ROOT / "docs" / "keda.md").read_text()
+    [patches] = [yaml.safe_load(b) for b in re.findall(r"```yaml\n(patches:.*?)```", doc, re.S)]
+    here = tmp_path / "mine"
+    here.mkdir()
+    components = [os.path.relpath(MANIFESTS / "components" / c, here) for c in ("network-policy", "keda")]
+    kustomization = {
+        "apiVersion": "kustomize.config.k8s.io/v1beta1",
+        "kind": "Kustomization",
+        "resources": [os.path.relpath(BASE, here)],
+        "components": components,
+        **patches,
+    }
+    (here / "kustomization.yaml").write_text(yaml.safe_dump(kustomization))
+    rendered = render_uncached(here)
+    assert rendered.stderr == ""
+    for version in K8S_VERSIONS:
+        assert [p for o in rendered.objects for p in problems(o, version)] == []
+    ingress = rendered.one("NetworkPolicy", "gpuscale-adapter")["spec"]["ingress"]
+    keda = [rule for rule in ingress if any(p["port"] == "keda" for p in rule["ports"])]
+    assert [rule["ports"] for rule in keda] == [[{"port": "keda", "protocol": "TCP"}]]
+    assert keda[0]["from"][0]["namespaceSelector"] == {"matchLabels": {"kubernetes.io/metadata.name": "keda"}}
+    named = {p["name"] for p in container(rendered.one("Deployment", "gpuscale-adapter"), "adapter")["ports"]}
+    assert "keda" in named
