@@ -28,7 +28,7 @@ from harness.kube.api import FakeKubeAPIServer
 from harness.kube.cluster import HPA, Cluster
 from harness.kube.pki import client_context
 from harness.stores.prometheus import Prometheus
-from harness.waiting import eventually
+from harness.waiting import eventually, wait_until
 
 pytestmark = [pytest.mark.prometheus, pytest.mark.slow]
 
@@ -149,9 +149,14 @@ async def test_every_replica_gives_the_same_answers_before_and_after_a_rules_cha
     two: tuple[Client, Client, FakeKubeAPIServer], tmp_path: Path
 ) -> None:
     a, b, kube = two
-    # nothing shared: each replica lists and watches for itself
-    watched = Counter(w.resource for w in kube.watches)
-    assert {watched[r] for r in ("pods", "namespaces", "nodes")} == {2}, watched
+    # nothing shared: each replica lists and watches for itself. A replica is ready once its LISTs are done; its
+    # watches follow them, so on a loaded machine one may not be open yet when both answer /readyz
+
+    def each_watching() -> bool:
+        watched = Counter(w.resource for w in kube.watches)
+        return {watched[r] for r in ("pods", "namespaces", "nodes")} == {2}
+
+    await wait_until(each_watching, what="a watch of pods, namespaces and nodes from each replica")
 
     await compare(a, b, dict.fromkeys(DISCOVERY, 200))
     values = await compare(a, b, dict.fromkeys(CUSTOM + EXTERNAL, 200))
