@@ -264,10 +264,12 @@ async def run(args: argparse.Namespace) -> None:
     runner, model = step_runner(args)
     print(f"machine: {machine(args.simulate)}")
     with contextlib.ExitStack() as stack:
-        collector_url = None
+        collector_url: str | None = None
+        collector_port: int | None = None
         if not args.simulate:
             log = Path(tempfile.mkdtemp(prefix="inference-load-")) / "collector.log"
-            collector_url = stack.enter_context(collector(free_port(), args.gpu, log))
+            collector_port = free_port()
+            collector_url = stack.enter_context(collector(collector_port, args.gpu, log))
         capacity = await asyncio.to_thread(measure_capacity, runner, LIMITS, PROMPT, OUTPUT, MonotonicClock())
         metrics = EngineMetrics("toy-batching-model")
         site_runner = connections.runner(create_app(metrics.registry), connections.Limits(), access_log=None)
@@ -277,7 +279,6 @@ async def run(args: argparse.Namespace) -> None:
         adapter = None
         if args.prometheus:
             work = Path(tempfile.mkdtemp(prefix="inference-load-api-"))
-            collector_port = int(collector_url.split(":")[2].split("/")[0]) if collector_url else None
             # in a thread: the engine's page must be served on this loop meanwhile, for Prometheus's first scrape
             chain = api_chain(args.prometheus, port, collector_port, work)
             adapter = await asyncio.to_thread(stack.enter_context, chain)

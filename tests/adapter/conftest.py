@@ -4,6 +4,7 @@ import asyncio
 import contextlib
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -51,35 +52,37 @@ def exporter() -> Iterator[Exporter]:
         yield e
 
 
+@dataclass(frozen=True)
+class EnginePages:
+    """Each engine pod's /metrics by scrape target, and since when they are served."""
+
+    targets: dict[str, engines.EnginePod]
+    started: float
+
+
 @pytest.fixture(scope="session")
-def engine_pages() -> Iterator[dict[str, engines.EnginePod]]:
-    """Each engine pod's /metrics, by scrape target."""
+def engine_pages() -> Iterator[EnginePages]:
     with contextlib.ExitStack() as stack:
         targets = {}
         for pod in engines.pods():
             page = engines.Page(pod.page)
             targets[stack.enter_context(Exporter(page.text, pod.negotiate)).target] = pod
-        ENGINES_STARTED.append(time.monotonic())
-        yield targets
-
-
-ENGINES_STARTED: list[float] = []
+        yield EnginePages(targets, time.monotonic())
 
 
 @pytest.fixture
-async def minute_of_engine_history(engine_pages: dict[str, engines.EnginePod]) -> None:
+async def minute_of_engine_history(engine_pages: EnginePages) -> None:
     """Waits until the engines' counters have been scraped for over a minute: Prometheus's rate() over [1m] of a
     younger series divides what it saw by the whole minute, so it reads low (a rate of 3/s read 0.34 at 12 s)."""
-    await asyncio.sleep(max(0.0, ENGINES_STARTED[0] + 65 - time.monotonic()))
+    await asyncio.sleep(max(0.0, engine_pages.started + 65 - time.monotonic()))
 
 
 @pytest.fixture(scope="session")
 def prometheus(
-    tmp_path_factory: pytest.TempPathFactory, exporter: Exporter, engine_pages: dict[str, engines.EnginePod]
+    tmp_path_factory: pytest.TempPathFactory, exporter: Exporter, engine_pages: EnginePages
 ) -> Iterator[Prometheus]:
-    with run_prometheus(
-        tmp_path_factory.mktemp("prometheus"), [exporter.target], extra_jobs=engines.scrape_jobs(engine_pages)
-    ) as prom:
+    jobs = engines.scrape_jobs(engine_pages.targets)
+    with run_prometheus(tmp_path_factory.mktemp("prometheus"), [exporter.target], extra_jobs=jobs) as prom:
         for name in (*SERIES_AWAITED, *ENGINE_SERIES_AWAITED):
             prom.wait_for(name)
         yield prom
@@ -87,10 +90,12 @@ def prometheus(
 
 @pytest.fixture(scope="session")
 def victoria_metrics(
-    tmp_path_factory: pytest.TempPathFactory, exporter: Exporter, engine_pages: dict[str, engines.EnginePod]
+    tmp_path_factory: pytest.TempPathFactory, exporter: Exporter, engine_pages: EnginePages
 ) -> Iterator[VictoriaMetrics]:
     with run_victoria_metrics(
-        tmp_path_factory.mktemp("victoria-metrics"), [exporter.target], extra_jobs=engines.scrape_jobs(engine_pages)
+        tmp_path_factory.mktemp("victoria-metrics"),
+        [exporter.target],
+        extra_jobs=engines.scrape_jobs(engine_pages.targets),
     ) as vm:
         for name in (*SERIES_AWAITED, *ENGINE_SERIES_AWAITED):
             vm.wait_for(name)
