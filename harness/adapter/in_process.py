@@ -36,7 +36,7 @@ def populate(kube: FakeKubeAPIServer) -> None:
         kube.put("pods", pod, labels, namespace="ml")
     kube.put("pods", "infer-0", {"app": "infer"}, namespace="serving")
     # the inference engines' pods (harness/stores/engines.py)
-    for namespace in ("llm", "stack"):
+    for namespace in sorted({e.namespace for e in engines.pods()}):
         kube.put("namespaces", namespace, {"team": "inference"})
     for engine in {(e.namespace, e.pod): e for e in engines.pods()}.values():
         kube.put("pods", engine.pod, {"app": engine.app}, namespace=engine.namespace)

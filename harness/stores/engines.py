@@ -413,6 +413,10 @@ def pods() -> list[EnginePod]:
             stack_router({"http://stack-vllm-0:8000": 12}, arrivals_per_second=2.0),
         ),
         EnginePod("stack", "stack-vllm-0", "node-b", "chat", vllm({"0": VllmEngine(9, 12, 0.7)})),
+        # engines alone, nothing in front: arrivals counted by the engines that count them (TGI 2/s, SGLang's /generate
+        # 1.5/s; not its /metrics scrapes)
+        EnginePod("edge", "edge-tgi-0", "node-c", "chat", tgi(1, 2, queue_time=0.05, arrivals_per_second=2.0)),
+        EnginePod("edge", "edge-sglang-0", "node-c", "chat", sglang(2, 3, 0.5, ttft=0.5, queue_time=0.2)),
     ]
 
 

@@ -144,7 +144,8 @@ async def test_per_namespace_and_per_node(adapter: Adapter) -> None:
     body = await adapter.get(f"{CM}/namespaces/llm/metrics/inference_requests_waiting")
     assert [item["value"] for item in body["items"]] == ["34"]  # 7 + 4 + 2 + 0 + 6 + 4 + 5 + 3 + 3
     nodes = values(await adapter.get(f"{CM}/nodes/*/inference_requests_waiting"))
-    assert nodes == {"node-a": "19", "node-b": "18", "node-c": "6"}  # node-b: sglang 4, tgi 5, stack-vllm 9
+    # node-b: sglang 4, tgi 5, stack-vllm 9; node-c: triton 3, mixed 3, and edge's tgi 1 and sglang 2
+    assert nodes == {"node-a": "19", "node-b": "18", "node-c": "9"}
 
 
 async def test_external_values_are_the_namespaces_own(adapter: Adapter) -> None:
@@ -164,8 +165,9 @@ async def test_demand_counts_the_gateway_queue_once_and_the_engines_queues(adapt
 @pytest.mark.usefixtures("minute_of_engine_history")
 async def test_request_rate_is_counted_at_the_front_door(adapter: Adapter) -> None:
     """The endpoint picker's counter (3/s, written twice) in llm; production-stack's router's (2/s) in stack: not the
-    engines' own counters as well, which count the same requests again."""
-    for namespace, expected in (("llm", 3.0), ("stack", 2.0)):
+    engines' own counters as well, which count the same requests again. With nothing in front (edge), the engines'
+    own: TGI's 2/s and SGLang's /generate 1.5/s, without the scrapes of its /metrics."""
+    for namespace, expected in (("llm", 3.0), ("stack", 2.0), ("edge", 3.5)):
         (value,) = await external(adapter, "inference_request_rate", namespace)
         assert number(value) == pytest.approx(expected, rel=0.1)
 
