@@ -21,6 +21,7 @@ test: setup
 	scripts/ensure-prometheus
 	scripts/ensure-victoria-metrics
 	scripts/ensure-chromium
+	scripts/ensure-helm >/dev/null
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
 
 lint: setup
