@@ -1,0 +1,75 @@
+"""A real Helm (v4, installed by scripts/ensure-helm) run on the charts under charts/, and what it renders."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from harness.deploy.manifests import ROOT, Rendered
+
+CHARTS = ROOT / "charts"
+
+
+def helm() -> str:
+    # scripts/ensure-helm puts it beside the venv's python, which make test runs
+    path = shutil.which("helm", path=str(Path(sys.executable).parent)) or shutil.which("helm")
+    if path is None:
+        raise AssertionError("helm is not installed: run scripts/ensure-helm (make test does)")
+    return path
+
+
+@dataclass(frozen=True)
+class Done:
+    """What a helm command answered: its exit code and both streams, for the tests to read errors from."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def run(*args: str, timeout: float = 120) -> Done:
+    done = subprocess.run([helm(), *args], capture_output=True, text=True, timeout=timeout, check=False)
+    return Done(done.returncode, done.stdout, done.stderr)
+
+
+def values_args(values: Sequence[Path] = (), settings: Sequence[str] = ()) -> list[str]:
+    args: list[str] = []
+    for file in values:
+        args += ["--values", str(file)]
+    for setting in settings:
+        args += ["--set", setting]
+    return args
+
+
+def template_done(
+    chart: Path,
+    values: Sequence[Path] = (),
+    settings: Sequence[str] = (),
+    release: str = "gpuscale",
+    namespace: str = "gpuscale",
+) -> Done:
+    """``helm template`` of ``chart``, failing or not: the schema's and the templates' errors are in stderr."""
+    return run("template", release, str(chart), "--namespace", namespace, *values_args(values, settings))
+
+
+def template(
+    chart: Path,
+    values: Sequence[Path] = (),
+    settings: Sequence[str] = (),
+    release: str = "gpuscale",
+    namespace: str = "gpuscale",
+) -> Rendered:
+    """The objects ``helm template`` renders; an assertion naming Helm's error when it fails."""
+    done = template_done(chart, values, settings, release, namespace)
+    assert done.returncode == 0, f"helm template {chart.name} failed: {done.stderr}"
+    return Rendered(tuple(o for o in yaml.safe_load_all(done.stdout) if o), done.stderr)
+
+
+def lint(chart: Path, values: Sequence[Path] = ()) -> Done:
+    return run("lint", "--strict", str(chart), *values_args(values))
