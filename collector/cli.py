@@ -134,10 +134,10 @@ def build_node(
     common = ((settings.hostname_label, settings.hostname),) if settings.hostname else ()
     counters = counters or counters_file(settings.collectors)
     label_names = OLD_NAMESPACE_LABELS if settings.old_namespace else None
-    slow_every = max(1, round(settings.slow_interval / settings.interval))
     reader = NvmlReader(
-        nvml, slow_every=slow_every, interval=settings.interval, xid_window=settings.xid_window,
-        clock_events_window=settings.clock_events_window,
+        nvml, slow_every=round(settings.slow_interval / settings.interval), interval=settings.interval,
+        xid_window=settings.xid_window, clock_events_window=settings.clock_events_window,
+        engine_every=round(settings.engine_interval / settings.interval),
     )  # fmt: skip
 
     hpc_jobs = HpcJobs(settings.hpc_job_mapping_dir) if settings.hpc_job_mapping_dir else None

@@ -79,7 +79,13 @@ FLAGS = FlagTable(
              env=("DCGM_EXPORTER_INTERVAL",), help="collection interval in milliseconds"),
         flag("--slow-fields-interval", field="slow_interval", parse=milliseconds(100, 3_600_000), default="10000",
              help="interval in milliseconds for fields that change slowly (energy, ECC, remapped rows, PCIe "
-             "replays, power limit); their last values are served in between"),
+             "replays, power limit) or that NVML answers slowly (PCIe throughput); their last values are served "
+             "in between"),
+        flag("--engine-utilization-interval", field="engine_interval", parse=milliseconds(100, 3_600_000),
+             default="5000",
+             help="span in milliseconds of DCGM_FI_DEV_MEM_COPY_UTIL, _ENC_UTIL and _DEC_UTIL, each the mean of "
+             "NVML's samples over it and read once per span (DCGM_FI_DEV_GPU_UTIL spans the collection interval); "
+             "a value below the collection interval is taken as the collection interval"),
         flag("-k", "--kubernetes", field="kubernetes", parse=boolean, default="false", switch=True,
              env=("DCGM_EXPORTER_KUBERNETES",), help="attach pod, namespace and container labels from the kubelet"),
         flag("--pod-resources-kubelet-socket", field="pod_resources_socket",
@@ -198,6 +204,7 @@ class Settings:
     address: tuple[str, int] = FLAGS.default("address")
     interval: float = FLAGS.default("collect-interval")
     slow_interval: float = FLAGS.default("slow-fields-interval")
+    engine_interval: float = FLAGS.default("engine-utilization-interval")
     xid_window: float = FLAGS.default("xid-count-window-size")
     clock_events_window: float = FLAGS.default("clock-events-count-window-size")
     kubernetes: bool = FLAGS.default("kubernetes")

@@ -47,12 +47,14 @@ def error_kind(nvml: Nvml, error: BaseException) -> str:
 
 
 class Device:
-    def __init__(self, nvml: Nvml, info: GpuInfo, handle: Handle, interval: float) -> None:
+    def __init__(
+        self, nvml: Nvml, info: GpuInfo, handle: Handle, interval: float, engine_interval: float | None = None
+    ) -> None:
         self.info = info
         self.handle = handle
-        self.utilization = UtilizationSampler(nvml, handle, interval)
+        self.utilization = UtilizationSampler(nvml, handle, interval, engine_interval)
         self.unsupported: dict[str, str] = {}
-        self.slow_values: dict[str, Values] = {}
+        self.slow_values: dict[str, Values] = {}  # the last values of readings not read every cycle
         self.instances: list[tuple[MigInstance, Handle, GpmSampler | None]] = []
         self.gpm: GpmSampler | None = None
         self.xid: XidWatcher | None = None

@@ -52,9 +52,10 @@ NVLINK_FIELDS = frozenset(
     }
 )
 
-# Readings of values that change slowly or only count rare events. On an H200 the energy counter alone cost
-# ~3.4 ms of CPU per call, more than all other readings together, so these are read every few cycles and their
-# last values served in between.
+# Readings of values that change slowly or only count rare events, and readings NVML answers slowly: read every
+# ``--slow-fields-interval`` (10 s), their last values served in between. On an H200 the energy counter costs
+# ~3.1 ms of CPU per call, more than all point readings together, and PCIe throughput holds the caller ~20 ms per
+# direction while NVML counts the bytes of a 20 ms interval (bench/nvml_costs.py; docs/collector-bench.md).
 SLOW_READINGS = frozenset(
     {
         "energy",
@@ -66,6 +67,7 @@ SLOW_READINGS = frozenset(
         "nvlink_errors",
         "vgpu_license",
         "p2p",
+        "pcie_throughput",
     }
 )
 
@@ -98,14 +100,20 @@ class SampledReading:
     field: str
     sampling_type: str  # the pynvml constant naming the buffer (nvmlSamplingType_t)
     point: str  # the READINGS entry giving the instantaneous value, for GPUs that keep no samples
+    # Averaged over the collection interval and read every cycle (the GPU's utilization, what HPAs scale on), or
+    # else over ``--engine-utilization-interval`` and read once per that interval: NVML answers each read of a
+    # sample buffer in ~2.5 ms of CPU on an H200 whatever it returns, the largest cost of a cycle.
+    every_cycle: bool
 
 
 # One reading per field, so that a failing buffer costs only its own series. See utilization.py for why.
 SAMPLED_READINGS: dict[str, SampledReading] = {
-    "gpu_util": SampledReading("DCGM_FI_DEV_GPU_UTIL", "NVML_GPU_UTILIZATION_SAMPLES", "utilization"),
-    "mem_copy_util": SampledReading("DCGM_FI_DEV_MEM_COPY_UTIL", "NVML_MEMORY_UTILIZATION_SAMPLES", "utilization"),
-    "enc_util": SampledReading("DCGM_FI_DEV_ENC_UTIL", "NVML_ENC_UTILIZATION_SAMPLES", "encoder"),
-    "dec_util": SampledReading("DCGM_FI_DEV_DEC_UTIL", "NVML_DEC_UTILIZATION_SAMPLES", "decoder"),
+    "gpu_util": SampledReading("DCGM_FI_DEV_GPU_UTIL", "NVML_GPU_UTILIZATION_SAMPLES", "utilization", True),
+    "mem_copy_util": SampledReading(
+        "DCGM_FI_DEV_MEM_COPY_UTIL", "NVML_MEMORY_UTILIZATION_SAMPLES", "utilization", False
+    ),
+    "enc_util": SampledReading("DCGM_FI_DEV_ENC_UTIL", "NVML_ENC_UTILIZATION_SAMPLES", "encoder", False),
+    "dec_util": SampledReading("DCGM_FI_DEV_DEC_UTIL", "NVML_DEC_UTILIZATION_SAMPLES", "decoder", False),
 }
 
 # GPM reports percentages (0-100) and MiB/s; DCGM's profiling fields are ratios (0-1) and bytes/s.

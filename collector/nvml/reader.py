@@ -66,12 +66,21 @@ class NvmlReader:
         interval: float = 1.0,
         xid_window: float = 300.0,
         clock_events_window: float = 300.0,
+        engine_every: int = 1,
     ) -> None:
-        """``interval``: the span of GPU time each sampled utilization averages over (the collection interval).
+        """``interval``: the collection interval, the span of GPU time the GPU's utilization averages over.
+        ``slow_every``: read the slow readings every this many cycles; ``engine_every``: read the memory-copy,
+        encoder and decoder utilizations every this many cycles, each averaged over as many intervals.
         ``xid_window``, ``clock_events_window``: seconds over which XID errors and clock events are counted."""
         self._nvml = nvml
         self._interval = interval
         self._slow_every = max(1, slow_every)
+        self._engine_every = max(1, engine_every)
+        # reading → (every how many cycles, offset): the engine utilizations on cycles of their own, so that a
+        # cycle reads at most one of their buffers when there are cycles enough
+        self._cadence = {name: (self._slow_every, 0) for name in SLOW_READINGS}
+        engine = [name for name, spec in SAMPLED_READINGS.items() if not spec.every_cycle]
+        self._cadence.update({name: (self._engine_every, i + 1) for i, name in enumerate(engine)})
         self._windows = {XID_COUNT: xid_window, CLOCK_EVENTS_COUNT: clock_events_window}
         self._cycle = 0
         self._devices: list[Device] = []
@@ -143,7 +152,7 @@ class NvmlReader:
             minor=minor,
             model=text(nvml.nvmlDeviceGetName(handle)),
         )
-        device = Device(nvml, info, handle, self._interval)
+        device = Device(nvml, info, handle, self._interval, self._interval * self._engine_every)
         device.find_instances(nvml)
         return device
 
@@ -176,7 +185,7 @@ class NvmlReader:
                     self._mark_unsupported(device, {name}, error_kind(self._nvml, error))
                 else:  # asked again next cycle
                     result.errors[(str(device.info.index), error_kind(self._nvml, error))] += 1
-            values = self._read_device(device, by_reading, result, refresh_slow)
+            values = self._read_device(device, by_reading, result, self._cycle - 1)
             if values is not None:
                 instances = tuple(self._read_instances(device, fields, result))
                 labelled = device.labelled(values, self._windows)
@@ -237,7 +246,7 @@ class NvmlReader:
         return readings
 
     def _read_device(
-        self, device: Device, by_reading: dict[str, frozenset[str]], result: CycleResult, refresh_slow: bool
+        self, device: Device, by_reading: dict[str, frozenset[str]], result: CycleResult, cycle: int
     ) -> Values | None:
         nvml = self._nvml
         gpu = str(device.info.index)
@@ -249,12 +258,13 @@ class NvmlReader:
             if not todo:
                 continue
             got: Values | None
+            every, offset = self._cadence.get(reading, (1, 0))
             try:
-                if reading in SLOW_READINGS and not refresh_slow and reading in device.slow_values:
+                if (cycle + offset) % every and reading in device.slow_values:
                     got = device.slow_values[reading]
                 else:
                     got = self._call(device, reading, todo)
-                    if reading in SLOW_READINGS and got is not None:
+                    if every > 1 and got is not None:
                         device.slow_values[reading] = got
             except nvml.NVMLError as e:
                 kind = error_kind(nvml, e)

@@ -196,3 +196,56 @@ def test_the_recorded_partial_loads_read_what_gpm_counted(phase: str, duty: floa
     assert len(points) == 7
     # what a point sample said of the same seconds: scattered (duty 0.5 of 0.2 s) or stuck at 0 (duty 0.25 of 1 s)
     assert max(points) - min(points) >= 15 or statistics.median(points) == 0
+
+
+# -- the engine utilizations: their own span and cadence ---------------------------------------------------------
+
+
+class CountingNvml(SimulatedNvml):
+    """Simulated GPUs that also note which sample buffer each nvmlDeviceGetSamples call read."""
+
+    def __init__(self, *args, **kwargs) -> None:  # type: ignore[no-untyped-def]
+        super().__init__(*args, **kwargs)
+        self.buffers: list[int] = []
+
+    def nvmlDeviceGetSamples(self, handle, sampling_type, last_seen):  # type: ignore[no-untyped-def]
+        self.buffers.append(sampling_type)
+        return super().nvmlDeviceGetSamples(handle, sampling_type, last_seen)
+
+
+def test_engine_utilizations_span_their_own_interval_and_are_read_once_per_span() -> None:
+    clock = Clock()
+    # busy for the first second of every five: the GPU's utilization follows each second, the memory-copy
+    # utilization (0.38 of the load in the simulation) is the mean of the five, 38 x 1/5
+    nvml = CountingNvml(1, load=lambda index, t: 1.0 if int(t) % 5 == 0 else 0.0, clock=clock, wall_clock=clock)
+    reader = NvmlReader(nvml, interval=1.0, engine_every=5)
+    reader.open()
+    gpu, mem = [], []
+    for cycle in range(20):
+        clock.now += 1.0
+        nvml.buffers.clear()
+        values = reader.read(SAMPLED).readings[0].values
+        gpu.append(values[GPU_UTIL])
+        mem.append(values["DCGM_FI_DEV_MEM_COPY_UTIL"])
+        engine = [b for b in nvml.buffers if b != pynvml.NVML_GPU_UTILIZATION_SAMPLES]
+        assert nvml.buffers.count(pynvml.NVML_GPU_UTILIZATION_SAMPLES) == 1, f"cycle {cycle}"
+        assert cycle == 0 or len(engine) <= 1, f"cycle {cycle} read {len(engine)} engine buffers"
+    assert sorted(set(gpu[5:])) == [0, 100]
+    assert mem[5:] == pytest.approx([7.6] * 15)
+
+
+def test_each_engine_buffer_is_read_once_per_span_on_a_cycle_of_its_own() -> None:
+    nvml = CountingNvml(1)
+    reader = NvmlReader(nvml, interval=1.0, engine_every=5)
+    reader.open()
+    read_on: dict[int, list[int]] = {}
+    for cycle in range(15):
+        nvml.buffers.clear()
+        reader.read(SAMPLED)
+        for buffer in nvml.buffers:
+            read_on.setdefault(buffer, []).append(cycle)
+    assert read_on[pynvml.NVML_GPU_UTILIZATION_SAMPLES] == list(range(15))
+    engine = [read_on[b] for b in (pynvml.NVML_MEMORY_UTILIZATION_SAMPLES, pynvml.NVML_ENC_UTILIZATION_SAMPLES,
+                                   pynvml.NVML_DEC_UTILIZATION_SAMPLES)]  # fmt: skip
+    # the first cycle reads every buffer, for a value from the start
+    assert engine == [[0, 4, 9, 14], [0, 3, 8, 13], [0, 2, 7, 12]]
