@@ -16,7 +16,11 @@ import re
 import socket
 import subprocess
 import sys
+import tempfile
 import time
+from pathlib import Path
+
+from bench.nvml_costs import DCGM_EXPORTER_DEFAULT_FILE
 
 
 def free_port() -> int:
@@ -39,6 +43,17 @@ def metric(body: bytes, name: str) -> float:
     if match is None:
         raise RuntimeError(f"{name} missing from /metrics")
     return float(match.group(1))
+
+
+def process_ticks(pid: int) -> int:
+    """User and system CPU of a process so far, in clock ticks (/proc/<pid>/stat fields 14 and 15)."""
+    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()  # noqa: SIM115 (read at once)
+    return int(fields[11]) + int(fields[12])
+
+
+def rss_mib(pid: int) -> float:
+    status = open(f"/proc/{pid}/status").read()  # noqa: SIM115 (read at once)
+    return int(re.search(r"^VmRSS:\s+(\d+) kB", status, re.M).group(1)) / 1024  # type: ignore[union-attr]
 
 
 def percentile(values: list[float], p: float) -> float:
@@ -76,9 +91,9 @@ def run_case(label: str, args: list[str], requests: int, collect_seconds: float)
             scrape(conn)
             latencies.append((time.perf_counter() - t0) * 1000)
         # CPU per cycle over a window long enough to cover many cycles, from the collector's own counters.
-        before = scrape(conn)
+        before, ticks = scrape(conn), process_ticks(proc.pid)
         time.sleep(collect_seconds)
-        after = scrape(conn)
+        after, ticks = scrape(conn), process_ticks(proc.pid) - ticks
         cycles = metric(after, "gpuscale_collector_collections_total") - metric(
             before, "gpuscale_collector_collections_total"
         )
@@ -94,6 +109,9 @@ def run_case(label: str, args: list[str], requests: int, collect_seconds: float)
             "cpu_ms_per_cycle": 1000 * cpu / max(cycles, 1),
             "cycles": int(cycles),
             "bytes": len(after),
+            # the whole process (collection, scrapes of the window's two reads, the event loop), as top shows it
+            "process_pct": 100 * ticks / os.sysconf("SC_CLK_TCK") / collect_seconds,
+            "rss_mib": rss_mib(proc.pid),
         }
     finally:
         proc.terminate()
@@ -106,10 +124,17 @@ def main() -> None:
     parser.add_argument("--real", action="store_true", help="also measure the machine's real GPUs")
     parser.add_argument("--requests", type=int, default=2000)
     parser.add_argument("--collect-seconds", type=float, default=20.0)
+    parser.add_argument(
+        "--default-file", action="store_true", help="also each case with every field dcgm-exporter's default file lists"
+    )
     args = parser.parse_args()
     cases = [(f"simulated x{n}", ["--simulate-gpus", n]) for n in args.simulate.split(",") if n]
     if args.real:
         cases.append(("real NVML", []))
+    if args.default_file:
+        path = Path(tempfile.mkdtemp()) / "default-counters.csv"
+        path.write_text("".join(f"{name}, {kind}, {name}\n" for name, kind in DCGM_EXPORTER_DEFAULT_FILE))
+        cases += [(f"{label}, dcgm-exporter's default file", [*extra, "-f", str(path)]) for label, extra in cases]
     print(
         f"machine: {platform.machine()}, {os.cpu_count()} CPUs, {platform.platform()}, "
         f"Python {platform.python_version()}"
@@ -117,15 +142,15 @@ def main() -> None:
     print(f"{args.requests} sequential scrapes on one keep-alive connection; collection interval 1 s\n")
     print(
         "| case | GPUs | DCGM series | /metrics p50 (ms) | /metrics p99 (ms) | CPU per cycle (ms) "
-        "| CPU at 1 s interval | body (bytes) |"
+        "| CPU at 1 s interval | whole process CPU | RSS (MiB) | body (bytes) |"
     )
-    print("|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for label, extra in cases:
         r = run_case(label, extra, args.requests, args.collect_seconds)
         cpu = float(r["cpu_ms_per_cycle"])  # type: ignore[arg-type]
         print(
             f"| {r['case']} | {r['gpus']} | {r['series']} | {r['p50_ms']:.2f} | {r['p99_ms']:.2f} | "
-            f"{cpu:.2f} | {cpu / 10:.2f} % of a core | {r['bytes']} |"
+            f"{cpu:.2f} | {cpu / 10:.2f} % of a core | {r['process_pct']:.2f} % | {r['rss_mib']:.1f} | {r['bytes']} |"
         )
 
 

@@ -31,6 +31,7 @@ from collector.counters.file import load as load_counters
 from collector.exposition import render_text
 from collector.nvml.reader import NvmlReader
 from collector.series import device_series, gpu_families
+from collector.settings import Settings
 
 # The fields dcgm-exporter's etc/default-counters.csv names, those it enables and those it leaves commented out,
 # as (field, type); a field only DCGM's host engine gives (its health status) is left out, as the collector warns.
@@ -275,7 +276,13 @@ class Cycles:
 
 def run_cycles(nvml: Any, counters: Counters, cycles: int, interval: float) -> Cycles:
     timed = TimedNvml(nvml)
-    reader = NvmlReader(timed, interval=interval)
+    defaults = Settings()  # the collector's own cadences, as deployed
+    reader = NvmlReader(
+        timed,
+        interval=interval,
+        slow_every=round(defaults.slow_interval / interval),
+        engine_every=round(defaults.engine_interval / interval),
+    )
     reader.open()
     stages: defaultdict[str, float] = defaultdict(float)
     series_count = 0
