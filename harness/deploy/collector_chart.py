@@ -8,8 +8,9 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from collector.settings import Settings, parse_settings
 from harness.deploy import helm
-from harness.deploy.manifests import Obj, Rendered
+from harness.deploy.manifests import Obj, Rendered, env_values
 
 CHART = helm.CHARTS / "gpuscale-collector"
 EXAMPLES = sorted((CHART / "examples").glob("*.yaml"))
@@ -70,3 +71,13 @@ def key_paths(values: Mapping[str, Any], free_form: frozenset[str] = frozenset()
         yield path
         if isinstance(value, Mapping) and path not in free_form:
             yield from key_paths(value, free_form, f"{path}.")
+
+
+def collector_settings(container: Obj) -> Settings:
+    """What the collector in ``container`` runs with, by its own parser: the arguments and the plain environment
+    variables, NODE_NAME standing in for the downward API."""
+    env = {**env_values(container), "NODE_NAME": "gpu-node-1"}
+    try:
+        return parse_settings(list(container.get("args", [])), env=env)
+    except SystemExit as e:  # argparse reports a bad flag by exiting
+        raise AssertionError(f"gpuscale-collector refuses {container.get('args')} / {env}") from e
