@@ -4,7 +4,7 @@ the notes a client-side install prints, and its package."""
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -81,3 +81,21 @@ def collector_settings(container: Obj) -> Settings:
         return parse_settings(list(container.get("args", [])), env=env)
     except SystemExit as e:  # argparse reports a bad flag by exiting
         raise AssertionError(f"gpuscale-collector refuses {container.get('args')} / {env}") from e
+
+
+# Keys of the chart's values whose maps are the user's own names (labels, Kubernetes objects, probe timings) or
+# their own small settings, listed in the README as one key.
+FREE_FORM_VALUES = frozenset(
+    {
+        "podLabels", "podAnnotations", "podSecurityContext", "securityContext", "resources", "nodeSelector",
+        "affinity", "rollingUpdate", "serviceAccount.annotations", "service.annotations",
+        "serviceMonitor.additionalLabels", "serviceMonitor.tlsConfig", "basicAuth.users",
+        "prometheusRule.additionalLabels", "grafanaDashboard.labels", "grafanaDashboard.annotations",
+    }
+)  # fmt: skip
+
+
+def leaves(paths: Iterable[str]) -> set[str]:
+    """The paths that no other path extends (``image.tag``, not ``image``)."""
+    given = set(paths)
+    return {p for p in given if not any(q.startswith(f"{p}.") for q in given)}
