@@ -10,7 +10,7 @@ from typing import Any
 
 from collector.settings import Settings, parse_settings
 from harness.deploy import helm
-from harness.deploy.manifests import Obj, Rendered, env_values
+from harness.deploy.manifests import Obj, Rendered, container, env_values
 
 CHART = helm.CHARTS / "gpuscale-collector"
 EXAMPLES = sorted((CHART / "examples").glob("*.yaml"))
@@ -99,3 +99,24 @@ def leaves(paths: Iterable[str]) -> set[str]:
     """The paths that no other path extends (``image.tag``, not ``image``)."""
     given = set(paths)
     return {p for p in given if not any(q.startswith(f"{p}.") for q in given)}
+
+
+def example(name: str) -> Path:
+    """An example values file by its name without ``.yaml``."""
+    path = CHART / "examples" / f"{name}.yaml"
+    assert path in EXAMPLES, f"no example {name}"
+    return path
+
+
+def daemonset(rendered: Rendered) -> Obj:
+    [found] = rendered.all("DaemonSet")
+    return found
+
+
+def collector(rendered: Rendered) -> Obj:
+    return container(daemonset(rendered), "collector")
+
+
+def noted(notes_text: str) -> list[str]:
+    """The lines of the notes' list of values not honoured as given."""
+    return [line.strip()[2:] for line in notes_text.splitlines() if line.startswith("  - ")]

@@ -1,11 +1,10 @@
 """dcgm-exporter's chart values in the collector's chart: values files written for NVIDIA's chart render, the
 collector's own parser reads from the rendered container what they asked for, its files are where it looks, the
-schema refuses what is unknown or mistyped by name, and what is not honoured is named at install."""
+secrets and scrape settings are consistent (test_collector_chart_notes.py: what is named at install)."""
 
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -14,22 +13,20 @@ import pytest
 import yaml
 
 from collector.counters.file import parse as parse_counters
-from collector.settings import FLAGS
 from collector.web.config import parse_web_config
 from harness.deploy import rbac
 from harness.deploy.collector_chart import (
     CHART,
     EXAMPLES,
     NAMESPACE,
+    collector,
     collector_settings,
-    install_dry_run,
+    daemonset,
     key_paths,
-    notes,
     render,
 )
 from harness.deploy.dcgm_exporter_values import ALL_KEYS, FREE_FORM
-from harness.deploy.helm import template_done
-from harness.deploy.manifests import Obj, Rendered, container, mount_covering, volume_for_mount
+from harness.deploy.manifests import Rendered, mount_covering, volume_for_mount
 
 EXAMPLE = {p.stem: p for p in EXAMPLES}
 # What the collector must run with for each example values file: Settings fields, as its parser gives them.
@@ -81,15 +78,6 @@ def rendered(name: str) -> Rendered:
     return render([EXAMPLE[name]])
 
 
-def daemonset(r: Rendered) -> Obj:
-    [found] = r.all("DaemonSet")
-    return found
-
-
-def collector_of(r: Rendered) -> Obj:
-    return container(daemonset(r), "collector")
-
-
 def test_the_examples_are_the_expected_ones() -> None:
     assert sorted(EXAMPLE) == sorted(EXPECTED)
 
@@ -112,7 +100,7 @@ def test_the_schema_declares_every_key_of_dcgm_exporters_chart() -> None:
 
 @pytest.mark.parametrize("name", EXPECTED)
 def test_the_collector_runs_with_what_the_values_ask_for(name: str) -> None:
-    c = collector_of(rendered(name))
+    c = collector(rendered(name))
     assert c["command"] == ["gpuscale-collector"]
     settings = collector_settings(c)
     got = {field: getattr(settings, field) for field in EXPECTED[name]}
@@ -122,7 +110,7 @@ def test_the_collector_runs_with_what_the_values_ask_for(name: str) -> None:
 
 def test_m_reads_the_counters_configmap_the_chart_makes_and_may_read_it() -> None:
     r = rendered("dcgm-exporter-configmap")
-    settings = collector_settings(collector_of(r))
+    settings = collector_settings(collector(r))
     assert settings.configmap is not None
     assert (settings.configmap.namespace, settings.configmap.name) == (NAMESPACE, "exporter-metrics-config-map")
     configmap = r.one("ConfigMap", "exporter-metrics-config-map")
@@ -147,7 +135,7 @@ def test_m_reads_the_counters_configmap_the_chart_makes_and_may_read_it() -> Non
 @pytest.mark.parametrize("name", EXPECTED)
 def test_the_pod_and_service_reach_the_port_the_collector_listens_on(name: str) -> None:
     r = rendered(name)
-    c = collector_of(r)
+    c = collector(r)
     assert {p["name"]: p["containerPort"] for p in c["ports"]} == {"metrics": collector_settings(c).port}
     for probe in (c["readinessProbe"], c["livenessProbe"]):
         assert (probe.get("httpGet") or probe["tcpSocket"])["port"] == "metrics"
@@ -158,7 +146,7 @@ def test_the_pod_and_service_reach_the_port_the_collector_listens_on(name: str) 
 @pytest.mark.parametrize("name", [n for n in EXPECTED if EXPECTED[n].get("collectors")])
 def test_the_counters_file_is_mounted_from_the_counters_configmap(name: str) -> None:
     r = rendered(name)
-    c = collector_of(r)
+    c = collector(r)
     path = collector_settings(c).collectors
     assert path is not None
     mount = mount_covering(c, path)
@@ -175,7 +163,7 @@ def test_the_counters_file_is_mounted_from_the_counters_configmap(name: str) -> 
 
 def test_custom_metrics_alone_is_mounted_where_the_collector_reads_it() -> None:
     r = render(settings=["customMetrics=DCGM_FI_DEV_GPU_UTIL\\, gauge\\, GPU utilization (in %).\n"])
-    c = collector_of(r)
+    c = collector(r)
     path = collector_settings(c).collectors
     assert path == "/etc/dcgm-exporter/default-counters.csv"
     configmap = r.one("ConfigMap", "exporter-metrics-config-map")
@@ -185,7 +173,7 @@ def test_custom_metrics_alone_is_mounted_where_the_collector_reads_it() -> None:
 
 def test_the_web_config_is_one_the_collector_accepts_with_every_user() -> None:
     r = rendered("dcgm-exporter-every-key")
-    c = collector_of(r)
+    c = collector(r)
     path = collector_settings(c).web_config_file
     assert path is not None
     mount = mount_covering(c, path)
@@ -223,7 +211,7 @@ def test_prometheus_scrapes_with_tls_and_the_first_user() -> None:
 
 
 def test_tls_alone_keeps_http_probes_over_https() -> None:
-    c = collector_of(render(settings=["tlsServerConfig.enabled=true"]))
+    c = collector(render(settings=["tlsServerConfig.enabled=true"]))
     assert c["readinessProbe"]["httpGet"] == {"path": "/health", "port": "metrics", "scheme": "HTTPS"}
     assert c["livenessProbe"]["httpGet"] == {"path": "/metrics", "port": "metrics", "scheme": "HTTPS"}
 
@@ -247,75 +235,7 @@ def test_the_dashboard_goes_where_grafanas_sidecar_looks() -> None:
         assert obj["metadata"]["labels"]["release"] == "prometheus", kind
 
 
-# --- what is not honoured is named at install ---
-
-NOTED = {
-    "dcgm-exporter-every-key": [
-        "ignored: arguments -d,",
-        "ignored: image.repository nvcr.io/nvidia/k8s/dcgm-exporter and image.tag,",
-        "ignored: mapPodsMetrics,",
-        "note: securityContext.capabilities.add SYS_ADMIN",
-    ],
-    "dcgm-exporter-overrides": ["replaced: arguments -f /etc/dcgm-exporter/dcp-metrics-included.csv,"],
-    "dcgm-exporter-configmap": [
-        "ignored: arguments --kubernetes-gpu-id-type,",
-        "ignored: extraEnv DCGM_EXPORTER_LISTEN,",
-        "ignored: extraEnv DCGM_EXPORTER_KUBERNETES,",
-        "ignored: image.tag 3.3.9-3.6.1-ubuntu22.04,",
-        "note: tlsServerConfig.clientAuthType RequireAndVerifyClientCert",
-    ],
-    "gpuscale-kube-prometheus-stack": [],
-}
-
-
-def noted(text: str) -> list[str]:
-    return [line.strip()[2:] for line in text.splitlines() if line.startswith("  - ")]
-
-
-@pytest.mark.parametrize("name", NOTED)
-def test_helm_install_names_what_is_not_honoured(name: str) -> None:
-    lines = noted(notes(install_dry_run([EXAMPLE[name]])))
-    assert len(lines) == len(NOTED[name]), lines
-    for start in NOTED[name]:
-        assert any(line.startswith(start) for line in lines), f"{start!r} not in {lines}"
-
-
-@pytest.mark.parametrize("name", NOTED)
-def test_the_arguments_named_ignored_are_those_the_collector_ignores(name: str) -> None:
-    lines = noted(notes(install_dry_run([EXAMPLE[name]])))
-    named = {m.group(1) for line in lines if (m := re.match(r"ignored: arguments (\S+),", line))}
-    flags = {n: f"--{f.long}" for f in FLAGS.flags.values() for n in f.names}
-    assert {flags[n] for n in named} == set(collector_settings(collector_of(rendered(name))).ignored)
-
-
-def test_the_charts_list_of_ignored_flags_is_the_collectors() -> None:
-    helpers = (CHART / "templates" / "_helpers.tpl").read_text()
-    [listed] = re.findall(r"\$ignoredFlags := list ([^}]*?) -}}", helpers)
-    assert set(re.findall(r'"([^"]+)"', listed)) == {n for f in FLAGS.flags.values() if f.ignored for n in f.names}
-
-
-def test_default_values_note_nothing() -> None:
-    text = notes(install_dry_run())
-    assert "port-forward daemonset/gpuscale-collector 9400" in text
-    assert noted(text) == []
-
-
-# --- the schema names what it refuses ---
-
-
-@pytest.mark.parametrize(
-    ("setting", "named"),
-    [
-        ("service.port=metrics", "/service/port"),
-        ("serviceMonitor.intervall=15s", "'intervall'"),
-        ("kubernetes.enablePodLabel=true", "'enablePodLabel'"),
-        ("hostPid=true", "'hostPid'"),
-        ("tlsServerConfig.clientAuthType=RequireCert", "/tlsServerConfig/clientAuthType"),
-        ("debugDump.retention=forever", "/debugDump/retention"),
-        ("arguments=-k", "/arguments"),
-    ],
-)
-def test_the_schema_refuses_by_name(setting: str, named: str) -> None:
-    done = template_done(CHART, settings=[setting])
-    assert done.returncode != 0
-    assert named in done.stderr, done.stderr
+def test_an_address_in_the_arguments_moves_the_container_port() -> None:
+    c = collector(render(settings=["arguments={-a,:9500}"]))
+    assert collector_settings(c).port == 9500
+    assert c["ports"][0]["containerPort"] == 9500
