@@ -1,0 +1,122 @@
+"""The collector's chart as its tests read it: its example values files, what it renders without Helm's own labels,
+the notes a client-side install prints, and its package."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from collector.settings import Settings, parse_settings
+from harness.deploy import helm
+from harness.deploy.manifests import Obj, Rendered, container, env_values
+
+CHART = helm.CHARTS / "gpuscale-collector"
+EXAMPLES = sorted((CHART / "examples").glob("*.yaml"))
+# The labels that say which Helm release installed an object and from which chart version: kustomize has no release
+# to name, so they are the only difference the chart's objects may have from manifests/.
+HELM_LABELS = frozenset(
+    {"helm.sh/chart", "app.kubernetes.io/managed-by", "app.kubernetes.io/instance", "app.kubernetes.io/version"}
+)
+# the release name and namespace the manifests' objects are named after
+RELEASE = "gpuscale"
+NAMESPACE = "gpuscale"
+
+
+def without_helm_labels(obj: Obj) -> Obj:
+    out = copy.deepcopy(obj)
+    labels = out["metadata"].get("labels", {})
+    for name in HELM_LABELS:
+        labels.pop(name, None)
+    return out
+
+
+def by_kind_and_name(rendered: Rendered) -> dict[tuple[str, str], Obj]:
+    found: dict[tuple[str, str], Obj] = {}
+    for obj in rendered.objects:
+        key = (obj["kind"], obj["metadata"]["name"])
+        assert key not in found, f"{key} rendered twice"
+        found[key] = obj
+    return found
+
+
+def render(values: Sequence[Path] = (), settings: Sequence[str] = (), release: str = RELEASE) -> Rendered:
+    return helm.template(CHART, values, settings, release=release, namespace=NAMESPACE)
+
+
+def install_dry_run(values: Sequence[Path] = (), settings: Sequence[str] = (), release: str = RELEASE) -> helm.Done:
+    """``helm install --dry-run=client``: what ``helm install`` prints, NOTES included, without a cluster
+    (``helm template`` leaves NOTES.txt out)."""
+    args = ["install", release, str(CHART), "--dry-run=client", "--namespace", NAMESPACE]
+    return helm.run(*args, *helm.values_args(values, settings))
+
+
+def notes(done: helm.Done) -> str:
+    """The NOTES part of ``helm install``'s output."""
+    assert done.returncode == 0, done.stderr
+    head, found, tail = done.stdout.partition("\nNOTES:\n")
+    assert found, f"no NOTES in: {head[-500:]}"
+    return tail
+
+
+def package(destination: Path) -> helm.Done:
+    return helm.run("package", str(CHART), "--destination", str(destination))
+
+
+def key_paths(values: Mapping[str, Any], free_form: frozenset[str] = frozenset(), prefix: str = "") -> Iterator[str]:
+    """Every key of a values tree as a dotted path; the maps under ``free_form`` paths are values, not keys."""
+    for key, value in values.items():
+        path = f"{prefix}{key}"
+        yield path
+        if isinstance(value, Mapping) and path not in free_form:
+            yield from key_paths(value, free_form, f"{path}.")
+
+
+def collector_settings(container: Obj) -> Settings:
+    """What the collector in ``container`` runs with, by its own parser: the arguments and the plain environment
+    variables, NODE_NAME standing in for the downward API."""
+    env = {**env_values(container), "NODE_NAME": "gpu-node-1"}
+    try:
+        return parse_settings(list(container.get("args", [])), env=env)
+    except SystemExit as e:  # argparse reports a bad flag by exiting
+        raise AssertionError(f"gpuscale-collector refuses {container.get('args')} / {env}") from e
+
+
+# Keys of the chart's values whose maps are the user's own names (labels, Kubernetes objects, probe timings) or
+# their own small settings, listed in the README as one key.
+FREE_FORM_VALUES = frozenset(
+    {
+        "podLabels", "podAnnotations", "podSecurityContext", "securityContext", "resources", "nodeSelector",
+        "affinity", "rollingUpdate", "serviceAccount.annotations", "service.annotations",
+        "serviceMonitor.additionalLabels", "serviceMonitor.tlsConfig", "basicAuth.users",
+        "prometheusRule.additionalLabels", "grafanaDashboard.labels", "grafanaDashboard.annotations",
+    }
+)  # fmt: skip
+
+
+def leaves(paths: Iterable[str]) -> set[str]:
+    """The paths that no other path extends (``image.tag``, not ``image``)."""
+    given = set(paths)
+    return {p for p in given if not any(q.startswith(f"{p}.") for q in given)}
+
+
+def example(name: str) -> Path:
+    """An example values file by its name without ``.yaml``."""
+    path = CHART / "examples" / f"{name}.yaml"
+    assert path in EXAMPLES, f"no example {name}"
+    return path
+
+
+def daemonset(rendered: Rendered) -> Obj:
+    [found] = rendered.all("DaemonSet")
+    return found
+
+
+def collector(rendered: Rendered) -> Obj:
+    return container(daemonset(rendered), "collector")
+
+
+def noted(notes_text: str) -> list[str]:
+    """The lines of the notes' list of values not honoured as given."""
+    return [line.strip()[2:] for line in notes_text.splitlines() if line.startswith("  - ")]
