@@ -10,6 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+import yaml
+
 from adapter.settings import Settings, parse_settings
 from harness.deploy import helm
 from harness.deploy.manifests import (
@@ -70,16 +72,40 @@ def template_done(values: Sequence[Path] = (), settings: Sequence[str] = ()) -> 
     return helm.template_done(CHART, values, settings, RELEASE, NAMESPACE)
 
 
-def notes(values: Sequence[Path] = (), settings: Sequence[str] = (), namespace: str = NAMESPACE) -> str:
-    """The notes ``helm install`` prints, rendered offline (``helm template`` renders no NOTES.txt)."""
-    done = helm.run(
-        "install", RELEASE, str(CHART), "--dry-run=client", "--namespace", namespace,
+def install_dry_run(
+    values: Sequence[Path] = (),
+    settings: Sequence[str] = (),
+    namespace: str = NAMESPACE,
+    kubeconfig: Path | None = None,
+) -> helm.Done:
+    """``helm install --dry-run``: offline (``client``), or against the cluster of ``kubeconfig`` (``server``), where
+    the chart's ``lookup`` reads what the cluster holds. OpenAPI validation is left to harness.deploy.validation."""
+    where = ["--dry-run=client"] if kubeconfig is None else ["--dry-run=server", "--kubeconfig", str(kubeconfig)]
+    return helm.run(
+        "install", RELEASE, str(CHART), *where, "--disable-openapi-validation", "--namespace", namespace,
         *helm.values_args(values, settings),
     )  # fmt: skip
-    assert done.returncode == 0, f"helm install --dry-run=client failed: {done.stderr}"
+
+
+def notes_of(done: helm.Done) -> str:
+    """The notes an install printed (``helm template`` renders no NOTES.txt)."""
+    assert done.returncode == 0, f"helm install --dry-run failed: {done.stderr}"
     _, found, text = done.stdout.partition("\nNOTES:\n")
     assert found, "helm printed no notes"
     return text
+
+
+def manifest_of(done: helm.Done) -> Rendered:
+    """The objects an install would make."""
+    assert done.returncode == 0, f"helm install --dry-run failed: {done.stderr}"
+    _, found, text = done.stdout.partition("\nMANIFEST:\n")
+    assert found, "helm printed no manifest"
+    text = text.partition("\nNOTES:\n")[0]
+    return Rendered(tuple(o for o in yaml.safe_load_all(text) if o), done.stderr)
+
+
+def notes(values: Sequence[Path] = (), settings: Sequence[str] = (), namespace: str = NAMESPACE) -> str:
+    return notes_of(install_dry_run(values, settings, namespace))
 
 
 def ignored(notes_text: str) -> dict[str, str]:

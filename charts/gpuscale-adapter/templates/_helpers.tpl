@@ -140,7 +140,21 @@ holds external.metrics.k8s.io (a cluster has one).
 {{- define "gpuscale-adapter.apiExternal" -}}
 {{- if include "gpuscale-adapter.set" .Values.apiServices.external -}}
 {{- if .Values.apiServices.external }}true{{ end -}}
-{{- else if and (not .Values.keda.enabled) (or .Values.rules.external (and .Values.rules.builtin (not .Values.rules.existing))) -}}true
+{{- else if and (not .Values.keda.enabled) (not (include "gpuscale-adapter.externalHeldBy" .)) (or .Values.rules.external (and .Values.rules.builtin (not .Values.rules.existing))) -}}true
+{{- end -}}
+{{- end -}}
+
+{{/*
+The Service (namespace/name) of another server that holds v1beta1.external.metrics.k8s.io in the cluster, KEDA's
+metrics server most often: a cluster has one, and registering ours would take every External metric and ScaledObject
+from it. Found with lookup, so only where Helm reads the cluster (install, upgrade, --dry-run=server); helm template
+sees none.
+*/}}
+{{- define "gpuscale-adapter.externalHeldBy" -}}
+{{- $found := lookup "apiregistration.k8s.io/v1" "APIService" "" "v1beta1.external.metrics.k8s.io" -}}
+{{- $service := dig "spec" "service" (dict) $found -}}
+{{- if and $found (not (and (eq (get $service "name") (include "gpuscale-adapter.fullname" .)) (eq (get $service "namespace") (include "gpuscale-adapter.namespace" .)))) -}}
+{{- printf "%s/%s" (get $service "namespace" | default "?") (get $service "name" | default "?") -}}
 {{- end -}}
 {{- end -}}
 
