@@ -271,11 +271,12 @@ def test_tls_without_a_certificate_is_refused_by_name() -> None:
     assert "tls.ca" in done.stderr
 
 
-def test_the_chart_packages_without_its_examples(tmp_path: Path) -> None:
+def test_the_chart_packages_with_what_its_templates_and_readme_read(tmp_path: Path) -> None:
     done = helm.run("package", str(CHART), "--destination", str(tmp_path))
     assert done.returncode == 0, done.stderr
     [package] = tmp_path.glob("gpuscale-adapter-*.tgz")
     with tarfile.open(package) as archive:
         names = set(archive.getnames())
+    # every file of the chart's directory: the examples the README links, files/ the templates read
+    assert names == {f"gpuscale-adapter/{p.relative_to(CHART)}" for p in CHART.rglob("*") if p.is_file()}
     assert {"gpuscale-adapter/values.schema.json", "gpuscale-adapter/files/default-rules.yaml"} <= names
-    assert not any("/examples/" in n for n in names)
