@@ -2,11 +2,12 @@
 
 Kubernetes' own kinds (APIService included: apiregistration.k8s.io is built in) are validated by kubernetes-validate
 against the OpenAPI schemas it ships, strictly (an unknown field is an error). The Prometheus Operator's
-ServiceMonitor, PodMonitor and PrometheusRule and KEDA's ScaledObject, TriggerAuthentication and
-ClusterTriggerAuthentication are custom resources that kubernetes-validate has no schema for; they are validated
-against the JSON schemas in schemas/, written for this project from the Operator's API and KEDA's CRDs (every field
-the manifests may use, with its type; any other field is an error). A kind with no schema at all is an error, never
-a skip.
+ServiceMonitor, PodMonitor and PrometheusRule, KEDA's ScaledObject, TriggerAuthentication and
+ClusterTriggerAuthentication, and cert-manager's Certificate and Issuer (the adapter chart's certManager values) are
+custom resources that kubernetes-validate has no schema for; they are validated against the JSON schemas in
+schemas/, written for this project from the Operator's API and KEDA's and cert-manager's CRDs (every field the
+manifests may use, with its type; any other field is an error). A kind with no schema at all is an error, never a
+skip.
 """
 
 from __future__ import annotations
@@ -30,6 +31,8 @@ CUSTOM_KINDS = {
     ("keda.sh/v1alpha1", "ScaledObject"): "scaledobject.schema.json",
     ("keda.sh/v1alpha1", "TriggerAuthentication"): "triggerauthentication.schema.json",
     ("keda.sh/v1alpha1", "ClusterTriggerAuthentication"): "triggerauthentication.schema.json",
+    ("cert-manager.io/v1", "Certificate"): "certificate.schema.json",
+    ("cert-manager.io/v1", "Issuer"): "issuer.schema.json",
 }
 
 

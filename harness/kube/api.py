@@ -44,7 +44,12 @@ from harness.kube.reviews import Reviews
 from harness.kube.wire import LabelSelector, SelectorError, status_body
 
 TOKEN = "fake-token"
-USER = "system:serviceaccount:gpuscale:gpuscale-collector"  # who TOKEN authenticates, as RBAC names it
+USER = "system:serviceaccount:gpuscale:gpuscale-collector"
+# /version, as a 1.34 kube-apiserver answers it (Helm reads it before it renders against a cluster)
+VERSION = {
+    "major": "1", "minor": "34", "gitVersion": "v1.34.0", "gitCommit": "", "gitTreeState": "clean",
+    "buildDate": "2025-08-27T00:00:00Z", "goVersion": "go1.24.6", "compiler": "gc", "platform": "linux/amd64",
+}  # fmt: skip  # who TOKEN authenticates, as RBAC names it
 
 
 def is_true(value: str | None) -> bool:
@@ -173,6 +178,7 @@ class FakeKubeAPIServer:
         app = web.Application(middlewares=[self._aggregate])
         handle = self._authenticated(self._handle)
         self.discovery.add_routes(app, self._authenticated)
+        app.router.add_get("/version", self._authenticated(self._version))
         get_one = self._authenticated(self._get_one)
         app.router.add_get("/api/{version}/{resource}/{name}", get_one)
         app.router.add_get("/api/{version}/namespaces/{namespace}/{resource}/{name}", get_one)
@@ -255,6 +261,9 @@ class FakeKubeAPIServer:
             return await handler(request)
 
         return checked
+
+    async def _version(self, request: web.Request) -> web.Response:
+        return web.json_response(VERSION)
 
     async def _get_one(self, request: web.Request) -> web.Response:
         info = request.match_info

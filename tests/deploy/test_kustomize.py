@@ -95,13 +95,13 @@ def test_validation_refuses_a_prometheusrule_without_expr() -> None:
 
 
 def test_a_kind_without_a_schema_is_a_problem_not_a_skip() -> None:
-    certificate = {
-        "apiVersion": "cert-manager.io/v1",
-        "kind": "Certificate",
+    route = {
+        "apiVersion": "gateway.networking.k8s.io/v1",
+        "kind": "HTTPRoute",
         "metadata": {"name": "gpuscale-adapter", "namespace": "gpuscale"},
         "spec": {},
     }
-    assert problems(certificate, K8S_VERSIONS[0])
+    assert problems(route, K8S_VERSIONS[0])
 
 
 def test_validation_refuses_an_unknown_scaledobject_field() -> None:
