@@ -11,8 +11,10 @@ cluster's pods in its own process, and adapters as subprocesses pinned to --adap
 
 ``run`` measures, for the same load and one after the other, each alone on --adapter-cpu: the adapter with the
 built-in rules (answers from the recorded series), the adapter with the raw-series rules only, and
-prometheus-adapter's calls (bench/prometheus_adapter_pattern.py: a LIST and a query per request); then each PromQL
-those send, timed by Prometheus itself (``stats=all``).
+prometheus-adapter's calls (bench/prometheus_adapter_pattern.py: a LIST and a query per request); then the adapter
+with the built-in rules under KEDA's polling instead (bench/keda_polling.py: as many ScaledObjects as HPAs, asking
+the same questions over gRPC, GetMetrics then IsActive every --keda-period seconds); then each PromQL those send,
+timed by Prometheus itself (``stats=all``).
 ``soak`` runs the adapter for --minutes, replacing --churn CPU pods a second, and samples its resident memory every
 10 s; with SCALE_BENCH_TRACEMALLOC=SECONDS a second adapter under the same load runs with tracemalloc
 (bench/traced_adapter.py) and the growth between its first and last snapshots is printed by source line.
@@ -32,10 +34,11 @@ import tempfile
 import time
 import tracemalloc
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Awaitable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 import aiohttp
 import yaml
@@ -44,6 +47,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 from adapter.config.rules import default_rules_text  # noqa: E402
 from bench.adapter_bench import machine, metric_value, percentile, rss_mb  # noqa: E402
+from bench.keda_polling import POLLING_INTERVAL, Polls, poll  # noqa: E402
 from bench.scale_cluster import Cluster, add_cluster_arguments, cluster_of  # noqa: E402
 from harness.processes import free_port  # noqa: E402
 from harness.stores.exporter import Exporter  # noqa: E402
@@ -53,6 +57,7 @@ CM = "/apis/custom.metrics.k8s.io/v1beta2"
 RULES = ROOT / "manifests" / "prometheus" / "gpuscale-rules.yaml"
 TARGETS = 20
 TICK = os.sysconf("SC_CLK_TCK")
+T = TypeVar("T")
 
 
 @dataclass
@@ -284,6 +289,34 @@ async def wait_listening(session: aiohttp.ClientSession, url: str) -> None:
             await asyncio.sleep(0.5)
 
 
+@dataclass(frozen=True)
+class Spent:
+    """What a server, Prometheus and the API stand-in did over one row."""
+
+    seconds: float
+    cpu: float  # the server's CPU seconds
+    rss: float
+    peak: float
+    queries: float  # Prometheus's /api/v1/query requests
+    prometheus_cpu: float
+    lists: int  # LISTs the API stand-in served
+
+
+async def spent(
+    session: aiohttp.ClientSession, proc: subprocess.Popen[bytes], prom: Prometheus, work: Path, load: Awaitable[T]
+) -> tuple[T, Spent]:
+    """``load``'s result, and what it cost."""
+    cpu0, prom0, lists0 = cpu_seconds(proc.pid), await prometheus_counters(session, prom), lists_served(work)
+    started = time.monotonic()
+    result = await load
+    elapsed = time.monotonic() - started
+    await asyncio.sleep(1.5)  # the stand-in writes its LIST count once a second
+    cpu1, prom1, lists1 = cpu_seconds(proc.pid), await prometheus_counters(session, prom), lists_served(work)
+    rss, peak = rss_mb(proc.pid)
+    queries, prometheus_cpu = prom1["queries"] - prom0["queries"], prom1["cpu"] - prom0["cpu"]
+    return result, Spent(elapsed, cpu1 - cpu0, rss, peak, queries, prometheus_cpu, lists1 - lists0)
+
+
 async def measure(
     session: aiohttp.ClientSession,
     name: str,
@@ -294,19 +327,13 @@ async def measure(
     cluster: Cluster,
     args: argparse.Namespace,
     gpuscale: bool,
-) -> tuple[str, str]:
+) -> tuple[str, str, Load, Spent]:
     """One server's row of each table: the load for --seconds after one unmeasured period (every HPA's objects and
     queries seen once); ``gpuscale``: the adapter's own histograms are there to read."""
     await drive([url], cluster, args.period, args.period)
     slow0 = await over_50ms(session, url) if gpuscale else (0.0, 0.0)
-    before = (cpu_seconds(proc.pid), await prometheus_counters(session, prom), lists_served(work))
-    started = time.monotonic()
-    load = await drive([url], cluster, args.seconds, args.period)
-    elapsed = time.monotonic() - started
-    await asyncio.sleep(1.5)  # the stand-in writes its LIST count once a second
-    after = (cpu_seconds(proc.pid), await prometheus_counters(session, prom), lists_served(work))
+    load, cost = await spent(session, proc, prom, work, drive([url], cluster, args.seconds, args.period))
     n = len(load.latencies)
-    rss, peak = rss_mb(proc.pid)
     slow1 = await over_50ms(session, url) if gpuscale else (0.0, 0.0)
     slow = sum(1 for t in load.latencies if t > 0.05)
     tail = f"| {name} | {slow} | " + (
@@ -314,14 +341,89 @@ async def measure(
     )
     row = (
         f"| {name} | {n} | {ms(percentile(load.latencies, 50))} | {ms(percentile(load.latencies, 99))} "
-        f"| {1000 * (after[0] - before[0]) / n:.2f} | {rss:.0f} ({peak:.0f}) "
-        f"| {(after[1]['queries'] - before[1]['queries']) / elapsed:.1f} "
-        f"| {(after[1]['queries'] - before[1]['queries']) / n:.2f} "
-        f"| {(after[2] - before[2]) / elapsed:.1f} "
-        f"| {1000 * (after[1]['cpu'] - before[1]['cpu']) / n:.2f} "
+        f"| {1000 * cost.cpu / n:.2f} | {cost.rss:.0f} ({cost.peak:.0f}) "
+        f"| {cost.queries / cost.seconds:.1f} "
+        f"| {cost.queries / n:.2f} "
+        f"| {cost.lists / cost.seconds:.1f} "
+        f"| {1000 * cost.prometheus_cpu / n:.2f} "
         f"| {dict(sorted(load.statuses.items()))} | {load.short} |"
     )
-    return row, tail
+    return row, tail, load, cost
+
+
+async def measure_polling(
+    session: aiohttp.ClientSession,
+    proc: subprocess.Popen[bytes],
+    address: str,
+    prom: Prometheus,
+    work: Path,
+    cluster: Cluster,
+    args: argparse.Namespace,
+) -> tuple[Polls, Spent]:
+    """KEDA's polling for --seconds after one unmeasured polling interval."""
+    await poll(address, cluster, args.keda_period, args.keda_period)
+    return await spent(session, proc, prom, work, poll(address, cluster, args.seconds, args.keda_period))
+
+
+def _load_row(
+    what: str,
+    latencies: list[float],
+    cost: Spent,
+    questions: int,
+    statuses: dict[int, int] | dict[str, int],
+    wrong: int,
+) -> str:
+    n = len(latencies)
+    return (
+        f"| {what} | {n} | {n / cost.seconds:.1f} | {ms(percentile(latencies, 50))} "
+        f"| {ms(percentile(latencies, 99))} | {1000 * cost.cpu / n:.2f} | {100 * cost.cpu / cost.seconds:.1f} "
+        f"| {cost.rss:.0f} ({cost.peak:.0f}) | {cost.queries / questions:.2f} | {cost.lists / cost.seconds:.1f} "
+        f"| {statuses} | {wrong} |"
+    )
+
+
+def polling_table(
+    http: tuple[Load, Spent], keda: tuple[Polls, Spent], cluster: Cluster, args: argparse.Namespace
+) -> str:
+    """The HPAs' HTTP requests and KEDA's polling of the same adapter, side by side, and their ratios. A question is
+    an HPA's request or a ScaledObject's poll (GetMetrics, then IsActive: one value asked twice)."""
+    (load, http_cost), (polls, keda_cost) = http, keda
+    rows = [
+        "| load on the adapter (built-in rules) | calls | calls/s | p50 (ms) | p99 (ms) "
+        "| adapter CPU per call (ms) | adapter CPU (% of a core) | RSS (peak) MB | Prometheus queries per question "
+        "| API LISTs/s | statuses | wrong answers |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|",
+        _load_row(
+            f"{cluster.hpas:,} HPAs: HTTP GET every {args.period:g} s",
+            load.latencies,
+            http_cost,
+            len(load.latencies),
+            dict(sorted(load.statuses.items())),
+            load.short,
+        ),
+        _load_row(
+            f"{cluster.hpas:,} ScaledObjects: gRPC GetMetrics + IsActive every {args.keda_period:g} s",
+            polls.all,
+            keda_cost,
+            len(polls.latencies["GetMetrics"]),
+            dict(sorted(polls.codes.items())),
+            polls.wrong,
+        ),
+    ]
+    by_method = ", ".join(
+        f"{method} p50 {ms(percentile(times, 50))} ms, p99 {ms(percentile(times, 99))} ms"
+        for method, times in polls.latencies.items()
+    )
+    http_call, keda_call = http_cost.cpu / len(load.latencies), keda_cost.cpu / len(polls.all)
+    rows.append(
+        f"\nKEDA's calls by method: {by_method}.\n\n"
+        f"A gRPC call against an HTTP request: p50 {percentile(polls.all, 50) / percentile(load.latencies, 50):.2f}x, "
+        f"p99 {percentile(polls.all, 99) / percentile(load.latencies, 99):.2f}x, adapter CPU "
+        f"{keda_call / http_call:.2f}x. A ScaledObject's poll (two calls) against an HPA's request: adapter CPU "
+        f"{2 * keda_call / http_call:.2f}x; the whole load, {100 * keda_cost.cpu / keda_cost.seconds:.1f} % of a "
+        f"core against {100 * http_cost.cpu / http_cost.seconds:.1f} %."
+    )
+    return "\n".join(rows)
 
 
 async def promql_of(session: aiohttp.ClientSession, url: str, cluster: Cluster, hpa: int) -> str:
@@ -362,8 +464,15 @@ async def run(args: argparse.Namespace) -> None:
         raw_config = raw_rules(work / "raw-rules.yaml")
         adapter = [sys.executable, "-m", "adapter"]
         pattern = [sys.executable, "-m", "bench.prometheus_adapter_pattern", prom.url, str(kubeconfig)]
+        # the first adapter serves KEDA's external scaler too: its polling is measured after its HTTP row, by the same
+        # process in the same state, so that the two loads' figures compare
+        keda_address = f"127.0.0.1:{free_port()}"
         servers = {
-            "gpuscale adapter, built-in rules (recorded series)": (adapter, [], "recorded"),
+            "gpuscale adapter, built-in rules (recorded series)": (
+                adapter,
+                [f"--keda-scaler-address={keda_address}"],
+                "recorded",
+            ),
             "gpuscale adapter, raw-series rules only": (adapter, [f"--config={raw_config}"], "raw"),
             "prometheus-adapter's calls (LIST + query per request)": (pattern, None, "pattern"),
         }
@@ -372,13 +481,15 @@ async def run(args: argparse.Namespace) -> None:
             f"{len(FIELDS_READ)} series per GPU scraped ({cluster.gpus * len(FIELDS_READ):,} series), "
             f"{cluster.pods:,} pods, {cluster.hpas:,} HPAs each asking every {args.period:g} s "
             f"({cluster.hpas / args.period:.1f} requests/s), {args.seconds:g} s per row; each server alone on "
-            f"CPU {','.join(map(str, sorted(cpus.adapter)))}\n"
+            f"CPU {','.join(map(str, sorted(cpus.adapter)))}; then {cluster.hpas:,} ScaledObjects polling the first "
+            f"adapter every {args.keda_period:g} s ({2 * cluster.hpas / args.keda_period:.1f} calls/s)\n"
         )
         sample = list(range(0, cluster.hpas, max(1, cluster.hpas // 100)))
         ns_paths = [f"{CM}/namespaces/team-{n:03d}/metrics/gpu_utilization" for n in range(cluster.namespaces)]
         rows: list[str] = []
         tails: list[str] = []
         promql: dict[str, tuple[list[str], list[str]]] = {}
+        compared = ""
         connector = aiohttp.TCPConnector(limit=256)
         async with aiohttp.ClientSession(connector=connector, timeout=aiohttp.ClientTimeout(total=60)) as session:
             # one server at a time, as each runs in production on CPU of its own: a second adapter relisting on
@@ -395,9 +506,12 @@ async def run(args: argparse.Namespace) -> None:
                     else:
                         await wait_listening(session, url)
                     print(f"{name}: ready {time.monotonic() - began:.0f} s after the start", flush=True)
-                    row, tail = await measure(session, name, proc, url, prom, work, cluster, args, gpuscale)
+                    row, tail, load, cost = await measure(session, name, proc, url, prom, work, cluster, args, gpuscale)
                     rows.append(row)
                     tails.append(tail)
+                    if log == "recorded":
+                        polled = await measure_polling(session, proc, keda_address, prom, work, cluster, args)
+                        compared = polling_table((load, cost), polled, cluster, args)
                     if gpuscale:
                         promql[log] = (
                             [await promql_of(session, url, cluster, j) for j in sample],
@@ -420,6 +534,12 @@ async def run(args: argparse.Namespace) -> None:
             print("| server | client: over 50 ms | adapter: answers over 50 ms | adapter: queries over 50 ms |")
             print("|---|---:|---:|---:|")
             print("\n".join(tails))
+
+            print(
+                f"\n## KEDA's polling: {cluster.hpas:,} ScaledObjects asking the HPAs' questions over gRPC, against "
+                "the HPAs' requests, one after the other on the first adapter\n"
+            )
+            print(compared)
 
             (recorded, ns_recorded), (raw, ns_raw) = promql["recorded"], promql["raw"]
             timed = [
@@ -557,6 +677,7 @@ def main() -> None:
     r = sub.add_parser("run")
     r.add_argument("--seconds", type=float, default=60.0)
     r.add_argument("--period", type=float, default=15.0)
+    r.add_argument("--keda-period", type=float, default=POLLING_INTERVAL, help="KEDA's pollingInterval (s)")
     s = sub.add_parser("soak")
     s.add_argument("--minutes", type=float, default=60.0)
     s.add_argument("--period", type=float, default=60.0)

@@ -20,7 +20,7 @@ QUANTITY = "io.k8s.apimachinery.pkg.api.resource.Quantity"
 OBJECT_REFERENCE = "io.k8s.api.core.v1.ObjectReference"
 CUSTOM_DEFS = "io.k8s.metrics.pkg.apis.custom_metrics"
 EXTERNAL_DEFS = "io.k8s.metrics.pkg.apis.external_metrics"
-RESOURCE_DEFS = "io.k8s.metrics.pkg.apis.metrics.v1beta1"
+RESOURCE_DEFS = "io.k8s.metrics.pkg.apis.metrics"  # then the version: ...metrics.v1.NodeMetrics
 _STR = {"type": "string"}
 
 
@@ -189,8 +189,10 @@ def _get(operation: str, schema: str, params: tuple[str, ...], selectors: bool =
     }
 
 
-def _resource_metrics() -> dict[str, Any]:
-    """NodeMetrics and PodMetrics (metrics.k8s.io/v1beta1), under the names Kubernetes gives them."""
+def _resource_metrics(version: str) -> dict[str, Any]:
+    """NodeMetrics and PodMetrics of metrics.k8s.io/{version}, under the names Kubernetes gives them (the same
+    fields at v1 and v1beta1)."""
+    base = f"{RESOURCE_DEFS}.{version}"
     usage = {"type": "object", "additionalProperties": _ref(QUANTITY)}
     common = {
         "apiVersion": _STR,
@@ -209,43 +211,45 @@ def _resource_metrics() -> dict[str, Any]:
                 "labels": {"type": "object", "additionalProperties": _STR},
             },
         ),
-        f"{RESOURCE_DEFS}.ContainerMetrics": _obj(
+        f"{base}.ContainerMetrics": _obj(
             "The usage of one container.", {"name": _STR, "usage": usage}, ("name", "usage")
         ),
-        f"{RESOURCE_DEFS}.NodeMetrics": _obj(
+        f"{base}.NodeMetrics": _obj(
             "The CPU and memory usage of a node.", {**common, "usage": usage}, ("timestamp", "window", "usage")
         ),
-        f"{RESOURCE_DEFS}.PodMetrics": _obj(
+        f"{base}.PodMetrics": _obj(
             "The CPU and memory usage of a pod's containers.",
-            {**common, "containers": {"type": "array", "items": _ref(f"{RESOURCE_DEFS}.ContainerMetrics")}},
+            {**common, "containers": {"type": "array", "items": _ref(f"{base}.ContainerMetrics")}},
             ("timestamp", "window", "containers"),
         ),
     }
     for kind in ("NodeMetrics", "PodMetrics"):
-        defs[f"{RESOURCE_DEFS}.{kind}"]["x-kubernetes-group-version-kind"] = [
-            {"group": RESOURCE_GROUP, "kind": kind, "version": "v1beta1"}
+        defs[f"{base}.{kind}"]["x-kubernetes-group-version-kind"] = [
+            {"group": RESOURCE_GROUP, "kind": kind, "version": version}
         ]
-        defs[f"{RESOURCE_DEFS}.{kind}List"] = _list(
-            f"{RESOURCE_DEFS}.{kind}", f"A list of {kind}.", RESOURCE_GROUP, "v1beta1", f"{kind}List"
+        defs[f"{base}.{kind}List"] = _list(
+            f"{base}.{kind}", f"A list of {kind}.", RESOURCE_GROUP, version, f"{kind}List"
         )
     return defs
 
 
-def _resource_metrics_paths(prefix: str, tag: str) -> dict[str, Any]:
+def _resource_metrics_paths(prefix: str, tag: str, version: str) -> dict[str, Any]:
+    base = f"{RESOURCE_DEFS}.{version}"
+
     def listing(operation: str, kind: str, params: tuple[str, ...]) -> dict[str, Any]:
-        op = _get(operation, f"{RESOURCE_DEFS}.{kind}", params, selectors=False)
+        op = _get(operation, f"{base}.{kind}", params, selectors=False)
         op["get"]["parameters"] += [_param("labelSelector", "query"), _param("fieldSelector", "query")]
         return op
 
     return {
         f"{prefix}/nodes": listing(f"list{tag}NodeMetrics", "NodeMetricsList", ()),
-        f"{prefix}/nodes/{{name}}": _get(f"read{tag}NodeMetrics", f"{RESOURCE_DEFS}.NodeMetrics", ("name",), False),
+        f"{prefix}/nodes/{{name}}": _get(f"read{tag}NodeMetrics", f"{base}.NodeMetrics", ("name",), False),
         f"{prefix}/pods": listing(f"list{tag}PodMetricsForAllNamespaces", "PodMetricsList", ()),
         f"{prefix}/namespaces/{{namespace}}/pods": listing(
             f"list{tag}NamespacedPodMetrics", "PodMetricsList", ("namespace",)
         ),
         f"{prefix}/namespaces/{{namespace}}/pods/{{name}}": _get(
-            f"read{tag}NamespacedPodMetrics", f"{RESOURCE_DEFS}.PodMetrics", ("namespace", "name"), False
+            f"read{tag}NamespacedPodMetrics", f"{base}.PodMetrics", ("namespace", "name"), False
         ),
     }
 
@@ -256,7 +260,7 @@ def _group_version(group: str, version: str) -> tuple[dict[str, Any], dict[str, 
     tag = "".join(p.capitalize() for p in group.split(".")[:2]) + version.capitalize()
     paths = {f"{prefix}/": _get(f"get{tag}APIResources", f"{META}.APIResourceList", (), selectors=False)}
     if group == RESOURCE_GROUP:
-        return paths | _resource_metrics_paths(prefix, tag), _resource_metrics()
+        return paths | _resource_metrics_paths(prefix, tag, version), _resource_metrics(version)
     if group == EXTERNAL_GROUP:
         defs = _external()
         listing = f"{EXTERNAL_DEFS}.v1beta1.ExternalMetricValueList"

@@ -17,7 +17,10 @@ from adapter.query.selectors import Selector, parse_selector
 CUSTOM_GROUP = "custom.metrics.k8s.io"
 EXTERNAL_GROUP = "external.metrics.k8s.io"
 RESOURCE_GROUP = "metrics.k8s.io"  # served by resource_routes.py, from the rules file's resourceRules
-VERSIONS = {CUSTOM_GROUP: ("v1beta2", "v1beta1"), EXTERNAL_GROUP: ("v1beta1",), RESOURCE_GROUP: ("v1beta1",)}
+# Each group's versions, the preferred first. metrics.k8s.io/v1 (Kubernetes 1.37) is v1beta1 renamed, so both serve
+# the same objects; v1 comes first as Kubernetes ranks a GA version above its beta (kube-aggregator, at equal
+# versionPriority), and kubectl top 1.37 asks for the first version discovery lists that it knows.
+VERSIONS = {CUSTOM_GROUP: ("v1beta2", "v1beta1"), EXTERNAL_GROUP: ("v1beta1",), RESOURCE_GROUP: ("v1", "v1beta1")}
 NO_SUCH_PATH = "the server could not find the requested resource"
 
 

@@ -1,4 +1,5 @@
-"""The JSON objects of metrics.k8s.io/v1beta1, as metrics-server and prometheus-adapter marshal them.
+"""The JSON objects of metrics.k8s.io, as metrics-server and prometheus-adapter marshal them: the same at v1 and v1beta1
+(v1 renames v1beta1, field for field), but for ``apiVersion``.
 
 A single object carries ``kind`` and ``apiVersion``; the items of a list do not (the list does). ``metadata`` holds
 the object's name, namespace and labels, and a ``creationTimestamp`` of the moment of the answer (the metrics are
@@ -14,8 +15,6 @@ from typing import Literal, NamedTuple, NotRequired, TypedDict
 from adapter.api.objects import APIResourceList, ListMeta, timestamp
 from adapter.api.paths import RESOURCE_GROUP
 from adapter.backends.kube_api import ObjectMeta
-
-API_VERSION = f"{RESOURCE_GROUP}/v1beta1"
 
 
 # what the provider measured, per object; the functions below write it as the API does
@@ -123,32 +122,36 @@ def pod_metrics(pod: PodUsage, window: str, now: float) -> PodMetrics:
     }
 
 
-def node_metrics_list(nodes: Iterable[NodeUsage], window: str) -> NodeMetricsList:
+def api_version(version: str) -> str:
+    return f"{RESOURCE_GROUP}/{version}"
+
+
+def node_metrics_list(nodes: Iterable[NodeUsage], window: str, version: str) -> NodeMetricsList:
     now = time.time()
     items = [node_metrics(n, window, now) for n in nodes]
-    return {"kind": "NodeMetricsList", "apiVersion": API_VERSION, "metadata": {}, "items": items}
+    return {"kind": "NodeMetricsList", "apiVersion": api_version(version), "metadata": {}, "items": items}
 
 
-def pod_metrics_list(pods: Iterable[PodUsage], window: str) -> PodMetricsList:
+def pod_metrics_list(pods: Iterable[PodUsage], window: str, version: str) -> PodMetricsList:
     now = time.time()
     items = [pod_metrics(p, window, now) for p in pods]
-    return {"kind": "PodMetricsList", "apiVersion": API_VERSION, "metadata": {}, "items": items}
+    return {"kind": "PodMetricsList", "apiVersion": api_version(version), "metadata": {}, "items": items}
 
 
-def one_node(node: NodeUsage, window: str) -> NodeMetrics:
-    return {"kind": "NodeMetrics", "apiVersion": API_VERSION, **node_metrics(node, window, time.time())}
+def one_node(node: NodeUsage, window: str, version: str) -> NodeMetrics:
+    return {"kind": "NodeMetrics", "apiVersion": api_version(version), **node_metrics(node, window, time.time())}
 
 
-def one_pod(pod: PodUsage, window: str) -> PodMetrics:
-    return {"kind": "PodMetrics", "apiVersion": API_VERSION, **pod_metrics(pod, window, time.time())}
+def one_pod(pod: PodUsage, window: str, version: str) -> PodMetrics:
+    return {"kind": "PodMetrics", "apiVersion": api_version(version), **pod_metrics(pod, window, time.time())}
 
 
-def resource_list() -> APIResourceList:
-    """``/apis/metrics.k8s.io/v1beta1``: nodes and pods, read with get and list (metrics-server's list)."""
+def resource_list(version: str) -> APIResourceList:
+    """``/apis/metrics.k8s.io/{version}``: nodes and pods, read with get and list (metrics-server's list)."""
     return {
         "kind": "APIResourceList",
         "apiVersion": "v1",
-        "groupVersion": API_VERSION,
+        "groupVersion": api_version(version),
         "resources": [
             {"name": "nodes", "singularName": "", "namespaced": False, "kind": "NodeMetrics", "verbs": ["get", "list"]},
             {"name": "pods", "singularName": "", "namespaced": True, "kind": "PodMetrics", "verbs": ["get", "list"]},

@@ -1,4 +1,5 @@
-"""The routes of metrics.k8s.io/v1beta1, registered before the custom and external metrics' routes.
+"""The routes of metrics.k8s.io, at each of its versions (``VERSIONS``: v1 and v1beta1, one set of routes whose
+``{version}`` is one of them), registered before the custom and external metrics' routes.
 
 ``nodes``, ``nodes/{name}``, ``pods`` (every namespace), ``namespaces/{ns}/pods`` and ``namespaces/{ns}/pods/{name}``,
 lists with ``labelSelector`` and ``fieldSelector``, as metrics-server serves them. Every path of the group answers 404
@@ -14,14 +15,14 @@ from typing import Any
 from aiohttp import web
 
 from adapter.api import resource_objects as objects
-from adapter.api.paths import NO_SUCH_PATH, RESOURCE_GROUP
+from adapter.api.paths import NO_SUCH_PATH, RESOURCE_GROUP, VERSIONS
 from adapter.components import COMPONENTS
 from adapter.errors import NotFound
 from adapter.provider.resource_metrics import ResourceMetrics
 from adapter.query.field_selectors import FieldSelector, parse_field_selector
 from adapter.query.selectors import Selector, parse_selector
 
-PREFIX = f"/apis/{RESOURCE_GROUP}/v1beta1"
+PREFIX = f"/apis/{RESOURCE_GROUP}/{{version:{'|'.join(VERSIONS[RESOURCE_GROUP])}}}"
 
 
 def _json(body: Any) -> web.Response:
@@ -47,23 +48,29 @@ def _selectors(request: web.Request) -> tuple[Selector, FieldSelector]:
 
 async def resource_list(request: web.Request) -> web.Response:
     _provider(request).rules()
-    return _json(objects.resource_list())
+    return _json(objects.resource_list(request.match_info["version"]))
 
 
 async def nodes(request: web.Request) -> web.Response:
     provider = _provider(request)
     window = provider.rules().window
     name = request.match_info.get("name")
+    version = request.match_info["version"]
     found = await provider.nodes(*_selectors(request), name)
-    return _json(objects.one_node(found[0], window) if name is not None else objects.node_metrics_list(found, window))
+    if name is not None:
+        return _json(objects.one_node(found[0], window, version))
+    return _json(objects.node_metrics_list(found, window, version))
 
 
 async def pods(request: web.Request) -> web.Response:
     provider = _provider(request)
     window = provider.rules().window
     name = request.match_info.get("name")
+    version = request.match_info["version"]
     found = await provider.pods(request.match_info.get("namespace"), *_selectors(request), name)
-    return _json(objects.one_pod(found[0], window) if name is not None else objects.pod_metrics_list(found, window))
+    if name is not None:
+        return _json(objects.one_pod(found[0], window, version))
+    return _json(objects.pod_metrics_list(found, window, version))
 
 
 async def no_such_path(request: web.Request) -> web.Response:

@@ -3,7 +3,10 @@
 
 What it reproduces, because kubectl and the adapter depend on it:
 - everything under ``/apis/{group}/{version}`` of an APIService is proxied; ``/apis`` and ``/apis/{group}`` are
-  answered by the API server itself, which lists the APIServices' groups (``harness/kube/discovery.py``);
+  answered by the API server itself, which lists the APIServices' groups (``harness/kube/discovery.py``), each
+  group's versions in kube-aggregator's order (``SortedByGroupAndVersion``): the highest ``versionPriority`` first,
+  then apimachinery's ``CompareKubeAwareVersionStrings`` (GA above beta above alpha, then the higher numbers). The
+  first is the group's preferred version, the one kubectl top asks for;
 - a proxied request keeps its method, path, query and ``Accept``; the caller's credentials stay behind, and the user
   the API server authenticated travels as ``X-Remote-User`` and ``X-Remote-Group`` (one header per group) on a TLS
   connection that presents the front-proxy client certificate and verifies the extension server's certificate
@@ -25,6 +28,7 @@ What it reproduces, because kubectl and the adapter depend on it:
 from __future__ import annotations
 
 import random
+import re
 import ssl
 from collections import Counter
 from dataclasses import dataclass
@@ -55,6 +59,22 @@ class APIService:
     version: str
     endpoints: Endpoints
     tls: ssl.SSLContext  # trusts its serving certificate and presents the front-proxy client certificate
+    version_priority: int = 100
+
+
+_KUBE_VERSION = re.compile(r"v([1-9][0-9]*)(?:(alpha|beta)([1-9][0-9]*))?")
+_STABILITY = {"alpha": 0, "beta": 1, None: 2}
+
+
+def kube_aware_order(version: str) -> tuple[int, int, int, int, str]:
+    """A sort key putting versions in ``CompareKubeAwareVersionStrings``' order, the highest first: Kubernetes-like
+    versions (GA, then beta, then alpha; within each the higher major, then the higher minor), then any other in
+    alphabetical order."""
+    match = _KUBE_VERSION.fullmatch(version)
+    if match is None:
+        return (1, 0, 0, 0, version)
+    major, stability, minor = match.groups()
+    return (0, -_STABILITY[stability], -int(major), -int(minor or 0), "")
 
 
 class Aggregator:
@@ -65,6 +85,14 @@ class Aggregator:
         self.sent: Counter[str] = Counter()  # requests sent to each endpoint
         self.in_flight: Counter[str] = Counter()  # of those, the ones not answered yet
         self._session: aiohttp.ClientSession | None = None
+
+    def group_versions(self) -> list[tuple[str, str]]:
+        """(group, version) of every APIService, each group's in kube-aggregator's order (the preferred first)."""
+        groups = list(dict.fromkeys(s.group for s in self.services))
+        ordered = sorted(
+            self.services, key=lambda s: (groups.index(s.group), -s.version_priority, kube_aware_order(s.version))
+        )
+        return [(s.group, s.version) for s in ordered]
 
     def service_for(self, path: str) -> APIService | None:
         for service in self.services:

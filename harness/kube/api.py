@@ -84,7 +84,7 @@ class FakeKubeAPIServer:
         self.forbidden: set[tuple[str, str | None]] = set()  # (resource, namespace) the token may not get
         self.reviews = Reviews()
         self.aggregator = Aggregator()
-        self.discovery = Discovery(api_services=lambda: [(s.group, s.version) for s in self.aggregator.services])
+        self.discovery = Discovery(api_services=self.aggregator.group_versions)
         self._pages: dict[str, tuple[list[dict[str, Any]], str]] = {}
         self._runner: web.AppRunner | None = None
         self.url = ""

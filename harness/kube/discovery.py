@@ -102,7 +102,7 @@ class Discovery:
     """The resources the stand-in serves, and its discovery documents."""
 
     resources: list[Served] = field(default_factory=lambda: list(BUILT_IN))
-    api_services: Callable[[], list[tuple[str, str]]] = list  # (group, version) of each APIService, in order
+    api_services: Callable[[], list[tuple[str, str]]] = list  # (group, version) of each APIService, preferred first
     aggregated: tuple[str, ...] = ("v2", "v2beta1")
     unavailable: set[tuple[str, str]] = field(default_factory=set)  # (group, version) whose server is down
 

@@ -6,6 +6,8 @@ the series written (harness/stores/cadvisor.py)."""
 
 from __future__ import annotations
 
+import contextlib
+import json
 from collections.abc import AsyncIterator, Callable, Iterator
 from decimal import Decimal
 from pathlib import Path
@@ -38,6 +40,9 @@ from harness.stores.prometheus import Prometheus
 pytestmark = [pytest.mark.prometheus, pytest.mark.slow]
 
 CONFIGS = Path(__file__).parent / "resource_configs"
+# the APIServices a cluster may have for the group: before Kubernetes 1.37 (v1beta1), both, or v1 once v1beta1 is gone;
+# v1's versionPriority is the manifests' (manifests/components/resource-metrics/apiservice.yaml)
+VERSION_PRIORITY = {"v1": 200, "v1beta1": 100}
 # what each configuration's nodeQuery reads: the kubelet's node_* series, or node-exporter's
 NODE_USAGE: dict[str, Callable[[str], tuple[Decimal, Decimal]]] = {
     "prometheus-adapter": kubelet_node_usage,
@@ -68,8 +73,12 @@ class Top:
         return [line.split() for line in out.splitlines()]
 
 
-@pytest.fixture(params=sorted(NODE_USAGE))
-async def top(request: pytest.FixtureRequest, cadvisor: Prometheus, tmp_path: Path) -> AsyncIterator[Top]:
+@contextlib.asynccontextmanager
+async def cluster_serving(
+    cadvisor: Prometheus, tmp_path: Path, config: str, versions: tuple[str, ...]
+) -> AsyncIterator[Top]:
+    """The stand-in API server with an APIService for each of ``versions`` of metrics.k8s.io, all pointing at one
+    adapter started with ``resource_configs/{config}.yaml``."""
     kube = FakeKubeAPIServer()
     populate(kube)
     # over TLS: kubectl sends its bearer token to no other server
@@ -79,15 +88,25 @@ async def top(request: pytest.FixtureRequest, cadvisor: Prometheus, tmp_path: Pa
     await kube.start(serving=(cert, key))
     cluster = Cluster()
     kube.reviews.grant(user=ADMIN.username, verbs=("get", "list"), api_groups=("metrics.k8s.io",))
-    config = f"--config={CONFIGS / request.param}.yaml"
     try:
-        async with secure_adapter(kube, cadvisor.url, tmp_path, config, cluster=cluster) as adapter:
-            # the APIService: the adapter's certificate as caBundle, the front-proxy client certificate to present
+        async with secure_adapter(
+            kube, cadvisor.url, tmp_path, f"--config={CONFIGS / config}.yaml", cluster=cluster
+        ) as adapter:
+            # the APIServices: the adapter's certificate as caBundle, the front-proxy client certificate to present
             tls = client_context(adapter.cert, cluster.front_proxy, tmp_path / "aggregator")
-            kube.aggregator.services.append(APIService("metrics.k8s.io", "v1beta1", Endpoints(adapter.url), tls))
-            yield Top(kube, tmp_path, request.param)
+            for version in versions:
+                service = APIService("metrics.k8s.io", version, Endpoints(adapter.url), tls, VERSION_PRIORITY[version])
+                kube.aggregator.services.append(service)
+            yield Top(kube, tmp_path, config)
     finally:
         await kube.stop()
+
+
+@pytest.fixture(params=sorted(NODE_USAGE))
+async def top(request: pytest.FixtureRequest, cadvisor: Prometheus, tmp_path: Path) -> AsyncIterator[Top]:
+    """A cluster as the resource-metrics component makes one on Kubernetes 1.37: both versions served."""
+    async with cluster_serving(cadvisor, tmp_path, request.param, ("v1beta1", "v1")) as top:
+        yield top
 
 
 def expected_pods(namespace: str | None) -> dict[tuple[str, str], list[str]]:
@@ -173,3 +192,32 @@ async def test_requests_reach_the_adapter_as_the_aggregator_sends_them(top: Top)
     rc, _, err = await top.run("top", "pods", "-n", "ml")
     assert rc == 1
     assert "Forbidden" in err
+
+
+@pytest.mark.parametrize(
+    ("served", "listed"),
+    [(("v1beta1",), ["v1beta1"]), (("v1",), ["v1"]), (("v1beta1", "v1"), ["v1", "v1beta1"])],
+    ids=["v1beta1", "v1", "both"],
+)
+async def test_kubectl_top_asks_for_the_version_discovery_prefers(
+    cadvisor: Prometheus, tmp_path: Path, served: tuple[str, ...], listed: list[str]
+) -> None:
+    async with cluster_serving(cadvisor, tmp_path, "prometheus-adapter", served) as top:
+        rc, out, err = await top.run("get", "--raw", "/apis")
+        assert rc == 0, err
+        group = {g["name"]: g for g in json.loads(out)["groups"]}["metrics.k8s.io"]
+        assert [v["version"] for v in group["versions"]] == listed
+        asked = group["preferredVersion"]["version"]
+        assert asked == listed[0]
+        rows = await top.rows("pods", "-n", "ml")
+        assert {("ml", r[0]): r[1:] for r in rows[1:]} == expected_pods("ml")
+        rows = await top.rows("pod", "trainer-1", "-n", "ml")
+        assert rows[1:] == [["trainer-1", *expected_pods("ml")[("ml", "trainer-1")]]]
+        rows = await top.rows("nodes")
+        cpu, memory = kubelet_node_usage("node-a")
+        assert {r[0]: (r[1], r[3]) for r in rows[1:]}["node-a"] == (kubectl_cpu(cpu), kubectl_memory(memory))
+        # every request went to that version, and kubectl read each answer as that version's objects
+        prefix = f"/apis/metrics.k8s.io/{asked}"
+        proxied = {path.split("?")[0] for path, _ in top.kube.aggregator.proxied}
+        assert all(p == prefix or p.startswith(prefix + "/") for p in proxied), proxied
+        assert {f"{prefix}/namespaces/ml/pods", f"{prefix}/namespaces/ml/pods/trainer-1", f"{prefix}/nodes"} <= proxied

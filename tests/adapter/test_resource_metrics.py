@@ -7,6 +7,7 @@ server's own parser, not the adapter's."""
 from __future__ import annotations
 
 import datetime
+import json
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from decimal import Decimal
@@ -35,6 +36,7 @@ pytestmark = [pytest.mark.prometheus, pytest.mark.slow]
 
 CONFIGS = Path(__file__).parent / "resource_configs"
 PREFIX = "/apis/metrics.k8s.io/v1beta1"
+V1 = "/apis/metrics.k8s.io/v1"
 MakeAdapter = Callable[..., Awaitable[Adapter]]
 
 
@@ -273,35 +275,107 @@ async def test_prometheus_down_is_a_503_not_an_empty_list(
         assert body["message"] == "the metrics backend (Prometheus) is currently unavailable"
 
 
-async def test_without_resource_rules_the_group_is_not_served(start: Callable[..., Awaitable[Adapter]]) -> None:
-    adapter = await start(text="rules: []\n")
-    assert "metrics.k8s.io" not in {g["name"] for g in (await adapter.get("/apis"))["groups"]}
-    for path in ("/apis/metrics.k8s.io", PREFIX, f"{PREFIX}/pods", f"{PREFIX}/nodes/node-a", f"{PREFIX}/x/y/z/w"):
+# what names the version, and the times, which may differ from one request to the next (``creationTimestamp`` is the
+# moment of the answer, ``timestamp`` Prometheus's evaluation time)
+_VARYING = ("apiVersion", "groupVersion", "creationTimestamp", "timestamp")
+
+
+def unversioned(body: Any) -> Any:
+    """An answer without its version and its times."""
+    if isinstance(body, dict):
+        return {k: unversioned(v) for k, v in body.items() if k not in _VARYING}
+    if isinstance(body, list):
+        return [unversioned(v) for v in body]
+    return body
+
+
+async def test_v1_answers_what_v1beta1_answers_under_its_own_api_version(
+    start: Callable[..., Awaitable[Adapter]],
+) -> None:
+    adapter = await start()
+    paths = (
+        ("", "APIResourceList"),
+        ("/pods", "PodMetricsList"),
+        ("/namespaces/ml/pods", "PodMetricsList"),
+        ("/namespaces/ml/pods/trainer-0", "PodMetrics"),
+        ("/nodes", "NodeMetricsList"),
+        ("/nodes/node-a", "NodeMetrics"),
+    )
+    for path, kind in paths:
+        v1, v1beta1 = await adapter.get(f"{V1}{path}"), await adapter.get(f"{PREFIX}{path}")
+        assert v1["kind"] == v1beta1["kind"] == kind
+        if kind == "APIResourceList":
+            assert (v1["groupVersion"], v1beta1["groupVersion"]) == ("metrics.k8s.io/v1", "metrics.k8s.io/v1beta1")
+        else:
+            assert (v1["apiVersion"], v1beta1["apiVersion"]) == ("metrics.k8s.io/v1", "metrics.k8s.io/v1beta1")
+        assert unversioned(v1) == unversioned(v1beta1)
+    assert pods_of((await adapter.get(f"{V1}/pods"))["items"]) == expected_pods()
+    # the errors are the group's, whatever the version
+    body = await adapter.get(f"{V1}/namespaces/ml/pods/new-0", 404)
+    assert body["message"] == 'podmetrics.metrics.k8s.io "ml/new-0" not found'
+    for path in ("/apis/metrics.k8s.io/v2", "/apis/metrics.k8s.io/v1alpha1/pods", f"{V1}/x"):
         body = await adapter.get(path, 404)
         assert body["message"] == "the server could not find the requested resource"
 
 
+async def test_without_resource_rules_the_group_is_not_served(start: Callable[..., Awaitable[Adapter]]) -> None:
+    adapter = await start(text="rules: []\n")
+    assert "metrics.k8s.io" not in {g["name"] for g in (await adapter.get("/apis"))["groups"]}
+    for prefix in (V1, PREFIX):
+        for path in ("/apis/metrics.k8s.io", prefix, f"{prefix}/pods", f"{prefix}/nodes/node-a", f"{prefix}/x/y/z/w"):
+            body = await adapter.get(path, 404)
+            assert body["message"] == "the server could not find the requested resource"
+    assert "/apis/metrics.k8s.io/v1" not in (await adapter.get("/openapi/v3"))["paths"]
+
+
 async def test_discovery_and_openapi(start: Callable[..., Awaitable[Adapter]]) -> None:
     adapter = await start()
-    groups = {g["name"]: g for g in (await adapter.get("/apis"))["groups"]}
-    assert groups["metrics.k8s.io"]["preferredVersion"] == {
-        "groupVersion": "metrics.k8s.io/v1beta1",
-        "version": "v1beta1",
-    }
-    group = await adapter.get("/apis/metrics.k8s.io")
-    assert (group["kind"], group["name"]) == ("APIGroup", "metrics.k8s.io")
-    resources = await adapter.get(PREFIX)
-    assert resources["groupVersion"] == "metrics.k8s.io/v1beta1"
-    assert [(r["name"], r["kind"], r["namespaced"], r["verbs"]) for r in resources["resources"]] == [
-        ("nodes", "NodeMetrics", False, ["get", "list"]),
-        ("pods", "PodMetrics", True, ["get", "list"]),
+    both = [
+        {"groupVersion": "metrics.k8s.io/v1", "version": "v1"},
+        {"groupVersion": "metrics.k8s.io/v1beta1", "version": "v1beta1"},
     ]
+    groups = {g["name"]: g for g in (await adapter.get("/apis"))["groups"]}
+    # v1 first and preferred, as kube-apiserver lists a group with a GA and a beta version
+    assert groups["metrics.k8s.io"]["versions"] == both
+    assert groups["metrics.k8s.io"]["preferredVersion"] == both[0]
+    group = await adapter.get("/apis/metrics.k8s.io")
+    assert (group["kind"], group["name"], group["versions"], group["preferredVersion"]) == (
+        "APIGroup",
+        "metrics.k8s.io",
+        both,
+        both[0],
+    )
+    for prefix in (V1, PREFIX):
+        resources = await adapter.get(prefix)
+        assert resources["groupVersion"] == f"metrics.k8s.io/{prefix.rsplit('/', 1)[1]}"
+        assert [(r["name"], r["kind"], r["namespaced"], r["verbs"]) for r in resources["resources"]] == [
+            ("nodes", "NodeMetrics", False, ["get", "list"]),
+            ("pods", "PodMetrics", True, ["get", "list"]),
+        ]
     swagger = await adapter.get("/openapi/v2")
     validate(swagger)
-    assert f"{PREFIX}/namespaces/{{namespace}}/pods/{{name}}" in swagger["paths"]
-    v3 = await adapter.get("/openapi/v3/apis/metrics.k8s.io/v1beta1")
-    validate(v3)
-    assert "io.k8s.metrics.pkg.apis.metrics.v1beta1.PodMetricsList" in v3["components"]["schemas"]
+    index = (await adapter.get("/openapi/v3"))["paths"]
+    for version in ("v1", "v1beta1"):
+        prefix = f"/apis/metrics.k8s.io/{version}"
+        defs = f"io.k8s.metrics.pkg.apis.metrics.{version}"
+        pod = swagger["paths"][f"{prefix}/namespaces/{{namespace}}/pods/{{name}}"]
+        assert pod["get"]["responses"]["200"]["schema"] == {"$ref": f"#/definitions/{defs}.PodMetrics"}
+        assert swagger["definitions"][f"{defs}.NodeMetricsList"]["x-kubernetes-group-version-kind"] == [
+            {"group": "metrics.k8s.io", "kind": "NodeMetricsList", "version": version}
+        ]
+        assert f"apis/metrics.k8s.io/{version}" in index
+        v3 = await adapter.get(f"/openapi/v3/apis/metrics.k8s.io/{version}")
+        validate(v3)
+        schemas = v3["components"]["schemas"]
+        assert schemas[f"{defs}.PodMetricsList"]["x-kubernetes-group-version-kind"][0]["version"] == version
+        # each document describes its own version only
+        assert not [name for name in schemas if name.startswith("io.k8s.metrics.") and not name.startswith(defs + ".")]
+    # the two versions' types are the same but for the names they point at
+    v1_defs = {k: v for k, v in swagger["definitions"].items() if k.startswith("io.k8s.metrics.pkg.apis.metrics.v1.")}
+    renamed = json.loads(json.dumps(v1_defs).replace("metrics.v1.", "metrics.v1beta1.").replace('"v1"', '"v1beta1"'))
+    assert {k.replace(".v1.", ".v1beta1."): v for k, v in renamed.items()} == {
+        k: v for k, v in swagger["definitions"].items() if k.startswith("io.k8s.metrics.pkg.apis.metrics.v1beta1.")
+    }
 
 
 async def test_without_a_kubernetes_api_it_says_what_is_missing(

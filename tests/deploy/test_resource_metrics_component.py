@@ -1,7 +1,7 @@
-"""The optional resource-metrics component (manifests/components/resource-metrics): the APIService
-v1beta1.metrics.k8s.io sends the group to the adapter's Service, the adapter reads a rules file that is the base's
-plus prometheus-adapter's own resourceRules, it may list the pods and nodes its answers cover, and view/edit/admin may
-read the group. The base alone serves no metrics.k8s.io."""
+"""The optional resource-metrics component (manifests/components/resource-metrics): the APIServices
+v1.metrics.k8s.io and v1beta1.metrics.k8s.io send the group to the adapter's Service, v1 preferred, the adapter reads
+a rules file that is the base's plus prometheus-adapter's own resourceRules, it may list the pods and nodes its
+answers cover, and view/edit/admin may read the group. The base alone serves no metrics.k8s.io."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from pathlib import PurePosixPath
 
 import yaml
 
+from adapter.api.paths import RESOURCE_GROUP, VERSIONS
 from adapter.config.rules import parse_rules
 from adapter.settings import parse_settings
 from harness.deploy import rbac
@@ -54,18 +55,28 @@ def test_the_adapter_reads_the_base_rules_plus_prometheus_adapters_resource_rule
     assert base_rules.resource_rules is None
 
 
-def test_the_apiservice_sends_metrics_k8s_io_to_the_adapter() -> None:
+def test_the_apiservices_send_both_versions_to_the_adapter_v1_preferred() -> None:
     rendered = render(OVERLAY)
     service = rendered.one("Service", "gpuscale-adapter")
-    spec = rendered.one("APIService", "v1beta1.metrics.k8s.io")["spec"]
-    assert (spec["group"], spec["version"]) == ("metrics.k8s.io", "v1beta1")
-    assert spec["service"] == {
-        "name": service["metadata"]["name"],
-        "namespace": service["metadata"]["namespace"],
-        "port": service["spec"]["ports"][0]["port"],
+    specs = {}
+    for version in VERSIONS[RESOURCE_GROUP]:
+        spec = specs[version] = rendered.one("APIService", f"{version}.metrics.k8s.io")["spec"]
+        assert (spec["group"], spec["version"]) == ("metrics.k8s.io", version)
+        assert spec["service"] == {
+            "name": service["metadata"]["name"],
+            "namespace": service["metadata"]["namespace"],
+            "port": service["spec"]["ports"][0]["port"],
+        }
+        assert bool(spec.get("insecureSkipTLSVerify")) != bool(spec.get("caBundle"))
+    # kube-aggregator lists a group's versions by versionPriority, the highest first and preferred (equal priorities
+    # would fall back to GA above beta); the adapter's own discovery prefers the same one
+    by_priority = sorted(specs, key=lambda v: specs[v]["versionPriority"], reverse=True)
+    assert by_priority == list(VERSIONS[RESOURCE_GROUP]) == ["v1", "v1beta1"]
+    assert len({s["groupPriorityMinimum"] for s in specs.values()}) == 1
+    assert not {a["metadata"]["name"] for a in render(BASE).all("APIService")} & {
+        "v1.metrics.k8s.io",
+        "v1beta1.metrics.k8s.io",
     }
-    assert bool(spec.get("insecureSkipTLSVerify")) != bool(spec.get("caBundle"))
-    assert "v1beta1.metrics.k8s.io" not in {a["metadata"]["name"] for a in render(BASE).all("APIService")}
 
 
 def test_the_adapter_may_list_pods_and_nodes_and_users_may_read_the_group() -> None:
@@ -85,6 +96,7 @@ def test_the_adapter_may_list_pods_and_nodes_and_users_may_read_the_group() -> N
     base = {(o["kind"], o["metadata"]["name"]) for o in render(BASE).objects}
     added = [o for o in rendered.objects if (o["kind"], o["metadata"]["name"]) not in base]
     assert sorted((o["kind"], o["metadata"]["name"]) for o in added if o["kind"] != "ConfigMap") == [
+        ("APIService", "v1.metrics.k8s.io"),
         ("APIService", "v1beta1.metrics.k8s.io"),
         ("ClusterRole", "gpuscale-aggregated-metrics-reader"),
     ]
