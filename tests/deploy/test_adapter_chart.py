@@ -178,16 +178,17 @@ def test_cert_manager_issues_the_certificate_the_adapter_serves_and_injects_its_
 
 
 CUSTOM = {"v1beta1.custom.metrics.k8s.io", "v1beta2.custom.metrics.k8s.io"}
+RESOURCE = {"v1.metrics.k8s.io", "v1beta1.metrics.k8s.io"}
 APISERVICES = [
     ("defaults", [], CUSTOM | {"v1beta1.external.metrics.k8s.io"}),
-    ("prometheus-adapter", [], CUSTOM | {"v1beta1.external.metrics.k8s.io", "v1beta1.metrics.k8s.io"}),
+    ("prometheus-adapter", [], CUSTOM | {"v1beta1.external.metrics.k8s.io"} | RESOURCE),
     ("prometheus-adapter-minimal", [], CUSTOM | {"v1beta1.external.metrics.k8s.io"}),
     ("prometheus-adapter-existing-rules", [], CUSTOM | {"v1beta1.external.metrics.k8s.io"}),
     # KEDA's metrics server holds external.metrics.k8s.io
     ("gpuscale", [], CUSTOM),
     ("defaults", ["rules.builtin=false"], set()),
     ("defaults", ["rules.builtin=false", "rules.default=true"], CUSTOM),
-    ("defaults", ["apiServices.external=false", "apiServices.resource=true"], CUSTOM | {"v1beta1.metrics.k8s.io"}),
+    ("defaults", ["apiServices.external=false", "apiServices.resource=true"], CUSTOM | RESOURCE),
     ("gpuscale", ["apiServices.external=true"], CUSTOM | {"v1beta1.external.metrics.k8s.io"}),
 ]
 
