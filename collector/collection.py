@@ -19,6 +19,7 @@ from collector.errors import ConfigError, NvmlUnavailable
 from collector.exposition import Family, Labels, render_openmetrics, render_text
 from collector.nvml.reader import CycleResult, NvmlReader
 from collector.pods.hpc_jobs import HpcJobs
+from collector.scrape_phase import ScrapePhase
 from collector.self_metrics import Background, SelfStats, self_families
 from collector.series import device_series, gpu_families
 from common.backoff import Backoff
@@ -100,6 +101,7 @@ class Collection:
         cycles = self.background.sources.add("collection", DEFAULT_TIMING.bound(interval))
         self._guard = Guard("collection", self.background, cycles)
         self.stats = SelfStats()
+        self.scrapes = ScrapePhase(interval)  # the server notes each /metrics request here
         self._open = False
         self._all_lost_cycles = 0
         self._retry = Backoff(1.0, _MAX_RETRY_SECONDS, jitter=lambda: 0.0)  # one collector per node: no herd
@@ -141,7 +143,12 @@ class Collection:
         while not self._stop.is_set():
             started = time.monotonic()
             delay = self._guard.step(self.run_once)
-            self._stop.wait(max(0.0, (self.interval if delay is None else delay) - (time.monotonic() - started)))
+            now = time.monotonic()
+            if delay == self.interval:  # a cycle that ran: the next one ends just before the scrapers come
+                wait = self.scrapes.wait(started + self.interval, now - started, now)
+            else:  # NVML is starting again, or the cycle failed: its own back-off
+                wait = max(0.0, (self.interval if delay is None else delay) - (now - started))
+            self._stop.wait(wait)
 
     # -- one cycle -------------------------------------------------------------------------------------------
 

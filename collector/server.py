@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable
 
 from aiohttp import web
@@ -14,7 +15,9 @@ COLLECTION = web.AppKey("collection", Collection)
 
 
 async def metrics(request: web.Request) -> web.Response:
-    exposition = request.app[COLLECTION].latest
+    collection = request.app[COLLECTION]
+    collection.scrapes.seen(time.monotonic())
+    exposition = collection.latest
     if wants_openmetrics(request.headers.get("Accept", "")):
         return web.Response(body=exposition.openmetrics(), headers={"Content-Type": OPENMETRICS_CONTENT_TYPE})
     return web.Response(body=exposition.text(), headers={"Content-Type": TEXT_CONTENT_TYPE})
