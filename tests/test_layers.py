@@ -127,7 +127,7 @@ def test_the_readme_layout_names_every_top_level_package() -> None:
     layout = readme.split("## Layout", 1)[1]
     [block] = fenced(layout, "")[:1]
     named = {line.split()[0] for line in block.splitlines() if line and not line[0].isspace()}
-    assert named == {f"{top}/" for top in TOP_LEVEL} | {"manifests/", "docs/"}
+    assert named == {f"{top}/" for top in TOP_LEVEL} | {"manifests/", "charts/", "docs/"}
     assert "docs/architecture.md" in layout
 
 
