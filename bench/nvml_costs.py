@@ -29,6 +29,7 @@ from typing import Any
 from collector.counters.file import Counters, parse
 from collector.counters.file import load as load_counters
 from collector.exposition import render_text
+from collector.nvml.fields import GPM_METRICS
 from collector.nvml.reader import NvmlReader
 from collector.series import device_series, gpu_families
 from collector.settings import Settings
@@ -168,6 +169,21 @@ def call_table(nvml: Any, repeat: int) -> list[tuple[str, str, float, float, str
             newest[kind] = 0
     one_call = single_call_samples(nvml)
     gpm = [nvml.nvmlGpmSampleAlloc(), nvml.nvmlGpmSampleAlloc()]
+    nvml.nvmlGpmSampleGet(h, gpm[0])
+    time.sleep(0.2)
+    nvml.nvmlGpmSampleGet(h, gpm[1])
+    graphics = [nvml.NVML_GPM_METRIC_GRAPHICS_UTIL]
+    others = [getattr(nvml, m) for m, _ in GPM_METRICS.values() if m != "NVML_GPM_METRIC_GRAPHICS_UTIL"]
+
+    def metrics(ids: list[int]) -> Any:
+        request = nvml.c_nvmlGpmMetricsGet_t()
+        request.version = nvml.NVML_GPM_METRICS_GET_VERSION
+        request.numMetrics = len(ids)
+        request.sample1, request.sample2 = gpm
+        for i, metric in enumerate(ids):
+            request.metrics[i].metricId = metric
+        return nvml.nvmlGpmMetricsGet(request)
+
     fv = nvml.NVML_FI_DEV_MEMORY_TEMP
     eight = [
         nvml.NVML_FI_DEV_MEMORY_TEMP,
@@ -226,6 +242,8 @@ def call_table(nvml: Any, repeat: int) -> list[tuple[str, str, float, float, str
             "7 fields, no energy",
             lambda: nvml.nvmlDeviceGetFieldValues(h, eight[:7]),
         ),
+        ("nvmlGpmMetricsGet", "GRAPHICS_UTIL alone", lambda: metrics(graphics)),
+        ("nvmlGpmMetricsGet", f"the {len(others)} other metrics served", lambda: metrics(others)),
         ("nvmlGpmSampleGet", "", lambda: nvml.nvmlGpmSampleGet(h, gpm[0])),
         ("nvmlDeviceGetComputeRunningProcesses", "", lambda: nvml.nvmlDeviceGetComputeRunningProcesses(h)),
         (
