@@ -20,9 +20,10 @@ from collections.abc import Sequence
 
 from adapter.app import create_app
 from adapter.components import COMPONENTS, components
-from adapter.errors import AdapterError, ConfigError
+from adapter.errors import AdapterError, BadRequest, ConfigError
 from adapter.flags import FLAGS
 from adapter.http.health import STOPPING
+from adapter.keda.metadata import SCALER_REQUEST, scaler_request_path
 from adapter.provider.explain import explain, render_text
 from adapter.security import tls
 from adapter.security.auth import DISABLED_WARNING
@@ -54,7 +55,9 @@ error, 0 otherwise.
 arguments:
   PATH      the request path as the HPA or kubectl asks it, quoted for the shell, for example
             '/apis/custom.metrics.k8s.io/v1beta2/namespaces/ml/pods/*/gpu_utilization?labelSelector=app%3Dtrainer'
-            (the same path under /explain, as the HTTP endpoint takes it, works too)
+            (the same path under /explain, as the HTTP endpoint takes it, works too); or a KEDA trigger's
+            question to the external scaler, as keda/NAMESPACE with the trigger's metadata as the query, for
+            example 'keda/ml?metricName=gpu_utilization&labelSelector=app%3Dtrainer&targetValue=70'
   --json    print the report as JSON instead of text
   flags     the adapter's flags that say where the answer comes from: --prometheus-url (required), --config,
             --lister-kubeconfig, --prometheus-backend, ... (every flag of gpuscale-adapter --help; those for serving,
@@ -132,6 +135,17 @@ async def _explain(settings: Settings, target: str, as_json: bool) -> int:
     split = urllib.parse.urlsplit(target)
     query = dict(urllib.parse.parse_qsl(split.query, keep_blank_values=True))
     raw_path = split.path.removeprefix("/explain")
+    try:
+        scaler = scaler_request_path(raw_path, query)
+    except BadRequest as e:
+        print(f"gpuscale-adapter explain: {e}", file=sys.stderr)
+        return 2
+    if scaler is not None:  # a KEDA trigger's question: explained as the same question over HTTP
+        if not as_json:
+            print(f"the scaler request {target} asks what {scaler} asks\n")
+        split = urllib.parse.urlsplit(scaler)
+        query = dict(urllib.parse.parse_qsl(split.query, keep_blank_values=True))
+        raw_path = split.path
     async with components(settings) as c:
         await c.rest_mapper.refresh()
         await c.discovery.relist()
@@ -157,9 +171,13 @@ def main(argv: Sequence[str] | None = None, limits: connections.Limits | None = 
     as_json = "--json" in args
     if command == "explain":
         args = [a for a in args if a != "--json"]
-        paths = [a for a in args if a.startswith(("/apis/", "/explain/apis/"))]
+        paths = [a for a in args if a.startswith(("/apis/", "/explain/apis/", SCALER_REQUEST, "/" + SCALER_REQUEST))]
         if len(paths) != 1:
-            print("gpuscale-adapter explain: give one request path, starting /apis/", file=sys.stderr)
+            print(
+                f"gpuscale-adapter explain: give one request path, starting /apis/, or a scaler request, "
+                f"{SCALER_REQUEST}NAMESPACE?metricName=...",
+                file=sys.stderr,
+            )
             return 2
         target = paths[0]
         args.remove(target)

@@ -92,3 +92,21 @@ def parse_metadata(metadata: Mapping[str, str]) -> ScalerQuery:
         )
     activation = _number(metadata, "activationValue", "0")
     return ScalerQuery(metric, metric_type, selector, target, activation)
+
+
+# ``gpuscale-adapter explain keda/NAMESPACE?metricName=...``: a trigger's question, its metadata as the query
+SCALER_REQUEST = "keda/"
+_NAMESPACE = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
+
+
+def scaler_request_path(path: str, query: Mapping[str, str]) -> str | None:
+    """The HTTP question a scaler request written as ``keda/NAMESPACE`` with the trigger's metadata as ``query``
+    asks, for ``explain``; None when ``path`` is not one. ``BadRequest`` as the scaler would answer it."""
+    rest = path.lstrip("/")
+    if not rest.startswith(SCALER_REQUEST):
+        return None
+    namespace = rest.removeprefix(SCALER_REQUEST).rstrip("/")
+    if not _NAMESPACE.fullmatch(namespace):
+        raise BadRequest(f"{path!r}: a scaler request is keda/NAMESPACE?metricName=...&targetValue=..., the "
+                         "ScaledObject's namespace followed by its trigger's metadata")  # fmt: skip
+    return parse_metadata(query).path(namespace)

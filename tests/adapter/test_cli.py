@@ -186,6 +186,29 @@ async def test_explain_command(kube: FakeKubeAPIServer, prometheus: Prometheus, 
     assert "NotFound: the server could not find the metric nope for pods" in out
 
 
+async def test_explain_takes_a_keda_triggers_question(
+    kube: FakeKubeAPIServer, prometheus: Prometheus, tmp_path: Path
+) -> None:
+    kubeconfig = kube.kubeconfig(tmp_path / "kubeconfig")
+    base = [sys.executable, "-m", "adapter", "explain", f"--prometheus-url={prometheus.url}",
+            f"--lister-kubeconfig={kubeconfig}"]  # fmt: skip
+    scaler = "keda/ml?metricName=gpu_utilization&labelSelector=app%3Dtrainer&targetValue=70&scalerAddress=x:9443"
+    rc, out, err = await run(*base, scaler)
+    assert rc == 0, err
+    assert f"asks what {CM}/v1beta2/namespaces/ml/pods/*/gpu_utilization?labelSelector=app%3Dtrainer asks" in out
+    assert "rule: built-in default rules: rules[2] (series DCGM_FI_DEV_GPU_UTIL)" in out
+    rc, out, _ = await run(*base, "--json", "keda/ml?metricName=gpu_memory_used&metricType=external&targetValue=1")
+    assert rc == 0
+    assert json.loads(out)["request"].startswith("/apis/external.metrics.k8s.io/v1beta1/namespaces/ml/gpu_memory_used")
+    # what the scaler answers INVALID_ARGUMENT, explain refuses with the same words
+    rc, _, err = await run(*base, "keda/ml?metricName=gpu_utilization&targetvalue=70")
+    assert rc == 2
+    assert "scalerMetadata: unknown key 'targetvalue'" in err
+    rc, _, err = await run(*base, "keda/Not_A_Namespace?metricName=gpu_utilization&targetValue=1")
+    assert rc == 2
+    assert "a scaler request is keda/NAMESPACE" in err
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
