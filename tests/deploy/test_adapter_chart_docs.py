@@ -71,6 +71,9 @@ def test_the_guides_adapter_values_install_with_its_prometheus_and_release_label
     assert view.container["image"] == "registry.example.com/gpuscale:0.1.0"
     [monitor] = rendered.all("ServiceMonitor")
     assert monitor["metadata"]["labels"]["release"] == "kube-prometheus-stack"
+    # the adapter's alerts, found by the same Prometheus
+    [rule] = rendered.all("PrometheusRule")
+    assert rule["metadata"]["labels"]["release"] == "kube-prometheus-stack"
     assert {o["metadata"]["name"] for o in rendered.all("Service")} == {"gpuscale-adapter"}
     for version in K8S_VERSIONS:
         assert [p for obj in rendered.objects for p in problems(obj, version)] == []

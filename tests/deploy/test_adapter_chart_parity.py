@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from harness.deploy import adapter_chart
+from harness.deploy import adapter_chart, collector_chart
 from harness.deploy.manifests import BASE, MANIFESTS, ROOT, Obj, Rendered, render
 
 OVERLAYS = MANIFESTS / "overlays"
@@ -62,6 +62,30 @@ def test_the_service_monitor_is_the_prometheus_operator_overlays() -> None:
     # the overlay leaves kube-prometheus-stack's release label to the user's kustomization (docs/install.md)
     helmed = adapter_chart.template(settings=["serviceMonitor.enabled=true", "serviceMonitor.release="])
     assert_same_objects(render(OVERLAYS / "prometheus-operator"), helmed)
+
+
+def test_with_the_prometheus_rule_the_rest_is_still_the_prometheus_operator_overlays() -> None:
+    settings = ["serviceMonitor.enabled=true", "serviceMonitor.release=", "prometheusRule.enabled=true"]
+    helmed = adapter_chart.template(settings=settings)
+    # The overlay's one PrometheusRule holds every group, collector's and adapter's, and is labelled as neither
+    # component; each chart ships its own part of it (checked below), so the adapter chart's is set aside here.
+    rule = helmed.one("PrometheusRule", "gpuscale-adapter")
+    rest = Rendered(tuple(o for o in helmed.objects if o is not rule), helmed.stderr)
+    assert_same_objects(render(OVERLAYS / "prometheus-operator"), rest)
+
+
+def test_the_two_charts_prometheus_rules_split_the_overlays_groups_between_them() -> None:
+    """Installed together with prometheusRule.enabled, the collector's chart and the adapter's load every group of
+    the overlay's PrometheusRule, once each and in the same order: none is lost or loaded twice."""
+    [overlay_rule] = render(OVERLAYS / "prometheus-operator").all("PrometheusRule")
+    [collectors] = collector_chart.render(settings=["prometheusRule.enabled=true"]).all("PrometheusRule")
+    [adapters] = adapter_chart.template(settings=["prometheusRule.enabled=true"]).all("PrometheusRule")
+    collector_names = {g["name"] for g in collectors["spec"]["groups"]}
+    adapter_names = {g["name"] for g in adapters["spec"]["groups"]}
+    assert collector_names
+    assert adapter_names
+    assert collector_names.isdisjoint(adapter_names)
+    assert collectors["spec"]["groups"] + adapters["spec"]["groups"] == overlay_rule["spec"]["groups"]
 
 
 def test_rules_resource_renders_the_resource_metrics_overlay(tmp_path: Path) -> None:

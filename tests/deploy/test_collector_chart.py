@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from harness.deploy import adapter_chart
 from harness.deploy.collector_chart import (
     CHART,
     EXAMPLES,
@@ -43,7 +44,8 @@ OVERLAYS = {
     ),
 }
 # The kustomize PrometheusRule holds the adapter's alerts too; the collector's chart ships the groups that need only
-# the collector's series (an adapter that is not installed would fire GPUScaleAdapterDown for good).
+# the collector's series (an adapter that is not installed would fire GPUScaleAdapterDown for good), and the adapter's
+# chart ships the adapter's (its prometheusRule).
 ADAPTER_GROUPS = {"gpuscale.adapter.alerts"}
 COPIES = {
     "files/gpuscale-rules.yaml": RULES,
@@ -93,7 +95,12 @@ def test_the_prometheus_rule_has_the_collectors_groups_of_the_shipped_rules() ->
     kustomized = kustomize(MANIFESTS / "overlays" / "prometheus-operator").one("PrometheusRule", "gpuscale")
     names = {g["name"] for g in rule_groups()}
     shipped = [g for g in rule_groups() if g["name"] not in ADAPTER_GROUPS]
-    # a new group in gpuscale-rules.yaml must be given to one chart or the other
+    # a new group in gpuscale-rules.yaml must be given to one chart or the other, and to one only: the adapter's
+    # chart renders ADAPTER_GROUPS (tests/deploy/test_adapter_chart_parity.py checks the two charts' order)
+    adapters = adapter_chart.template(settings=["prometheusRule.enabled=true"]).one(
+        "PrometheusRule", "gpuscale-adapter"
+    )
+    assert {g["name"] for g in adapters["spec"]["groups"]} == ADAPTER_GROUPS
     assert names == {g["name"] for g in rule["spec"]["groups"]} | ADAPTER_GROUPS
     assert rule["spec"]["groups"] == shipped
     assert [g for g in kustomized["spec"]["groups"] if g["name"] not in ADAPTER_GROUPS] == shipped
