@@ -10,8 +10,9 @@ from pathlib import Path
 
 import yaml
 
-from harness.deploy import adapter_chart
+from harness.deploy import adapter_chart, helm
 from harness.deploy.adapter_chart import CHART
+from harness.deploy.helm import CHARTS
 from harness.deploy.manifests import ROOT
 from harness.deploy.validation import K8S_VERSIONS, problems
 
@@ -84,3 +85,11 @@ def test_the_guide_installs_the_collector_from_its_chart() -> None:
     assert words[:2] == ["gpuscale-collector", "charts/gpuscale-collector"]
     # kube-prometheus-stack's release label, through dcgm-exporter's chart's key
     assert "serviceMonitor.additionalLabels.release=kube-prometheus-stack" in words
+    # what those settings render: the objects kube-prometheus-stack's Prometheus and Grafana pick up
+    settings = [words[i + 1] for i, word in enumerate(words) if word == "--set"]
+    rendered = helm.template(CHARTS / "gpuscale-collector", settings=settings, release="gpuscale-collector")
+    for kind in ("ServiceMonitor", "PrometheusRule"):
+        [found] = rendered.all(kind)
+        assert found["metadata"]["labels"]["release"] == "kube-prometheus-stack", kind
+    [dashboard] = [c for c in rendered.all("ConfigMap") if c["metadata"]["name"] == "gpuscale-grafana-dashboard"]
+    assert dashboard["metadata"]["labels"]["grafana_dashboard"] == "1"
