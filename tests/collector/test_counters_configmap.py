@@ -17,7 +17,8 @@ import pytest
 from collector.counters.configmap import ConfigMapCounters, ConfigMapRef, parse_configmap_ref
 from collector.counters.source import counters_file
 from collector.errors import ConfigError
-from collector.kube.client import api_client
+from collector.kube.client import KubeClient
+from collector.kube.config import KubeAccess
 from harness.kube.api import FakeKubeAPIServer
 from harness.node.collector_process import ROOT, running_collector, scrape
 
@@ -58,8 +59,8 @@ async def api() -> AsyncIterator[FakeKubeAPIServer]:
 
 
 async def _read(api: FakeKubeAPIServer, tmp_path: Path) -> str:
-    source = ConfigMapCounters(REF, str(api.kubeconfig(tmp_path / "kubeconfig")), refresh=0)
-    client = await api_client(str(tmp_path / "kubeconfig"))
+    source = ConfigMapCounters(REF, KubeAccess(str(api.kubeconfig(tmp_path / "kubeconfig"))), refresh=0)
+    client = KubeClient(KubeAccess(str(tmp_path / "kubeconfig")).config())
     try:
         return await source.read(client)
     finally:
@@ -106,9 +107,9 @@ async def test_an_unreachable_api_is_a_clear_error(tmp_path: Path) -> None:
         await _read(server, tmp_path)
 
 
-async def test_no_kubernetes_configuration_is_a_clear_error(tmp_path: Path) -> None:
+def test_no_kubernetes_configuration_is_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"no Kubernetes API configuration .* --kubeconfig or \$KUBECONFIG"):
-        await api_client(str(tmp_path / "missing-kubeconfig"))
+        KubeAccess(str(tmp_path / "missing-kubeconfig")).config()
 
 
 async def until(check: Any, timeout: float = 10.0) -> None:
@@ -121,7 +122,7 @@ async def test_changes_are_read_again_and_failures_keep_the_last_counters(
     api: FakeKubeAPIServer, tmp_path: Path
 ) -> None:
     api.put("configmaps", "gpu-metrics", namespace="monitoring", data={"metrics": UTIL_ONLY})
-    source = ConfigMapCounters(REF, str(api.kubeconfig(tmp_path / "kubeconfig")), refresh=0.3)
+    source = ConfigMapCounters(REF, KubeAccess(str(api.kubeconfig(tmp_path / "kubeconfig"))), refresh=0.3)
     task = asyncio.create_task(source.run())
     try:
         await until(source.changed)  # the first read
@@ -140,7 +141,7 @@ async def test_changes_are_read_again_and_failures_keep_the_last_counters(
         await until(source.changed)
         assert [c.field for c in source.load().counters] == ["DCGM_FI_DEV_GPU_UTIL"]
         # with no refresh interval it is read only when asked (SIGHUP)
-        idle = ConfigMapCounters(REF, str(tmp_path / "kubeconfig"), refresh=0)
+        idle = ConfigMapCounters(REF, KubeAccess(str(tmp_path / "kubeconfig")), refresh=0)
         idle_task = asyncio.create_task(idle.run())
         await asyncio.sleep(0.5)
         assert not idle.changed()

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from collector.kube.config import KubeAccess
 from collector.pods.directory import KubePodDirectory
 from common.freshness import Freshness
 from harness.kube.api import FakeKubeAPIServer
@@ -34,7 +35,7 @@ async def until(check: Callable[[], bool], timeout: float = 10.0) -> None:
 async def test_lists_then_watches_the_pods_of_its_node(api: FakeKubeAPIServer, tmp_path: Path) -> None:
     pod(api, "a", "node-a", "uid-a")
     pod(api, "elsewhere", "node-b", "uid-b")
-    directory = KubePodDirectory("node-a", str(api.kubeconfig(tmp_path / "kubeconfig")))
+    directory = KubePodDirectory("node-a", KubeAccess(str(api.kubeconfig(tmp_path / "kubeconfig"))))
     task = asyncio.create_task(directory.run())
     try:
         await until(lambda: directory.synced)
@@ -63,7 +64,7 @@ async def test_an_unreachable_api_is_counted_and_retried(tmp_path: Path) -> None
     await server.start()
     kubeconfig = server.kubeconfig(tmp_path / "kubeconfig")
     await server.stop()  # nothing listens there any more
-    directory = KubePodDirectory("node-a", str(kubeconfig))
+    directory = KubePodDirectory("node-a", KubeAccess(str(kubeconfig)))
     task = asyncio.create_task(directory.run())
     try:
         await until(lambda: sum(directory.errors.values()) >= 1)
@@ -79,7 +80,7 @@ async def test_a_refused_list_is_counted_by_its_status(api: FakeKubeAPIServer, t
     text = kubeconfig.read_text()
     assert "token" in text
     kubeconfig.write_text(text.replace("token: ", "token: not-", 1))  # the API server answers 401
-    directory = KubePodDirectory("node-a", str(kubeconfig))
+    directory = KubePodDirectory("node-a", KubeAccess(str(kubeconfig)))
     task = asyncio.create_task(directory.run())
     try:
         await until(lambda: sum(directory.errors.values()) >= 1)
@@ -112,7 +113,7 @@ async def test_a_watch_the_server_never_answers_is_given_up_and_the_pods_listed_
     pod(api, "a", "node-a", "uid-a")
     api.hold_watches = True
     source = Freshness("pod-directory", 60.0)
-    directory = KubePodDirectory("node-a", str(api.kubeconfig(tmp_path / "kubeconfig")), None, source, 0.5)
+    directory = KubePodDirectory("node-a", KubeAccess(str(api.kubeconfig(tmp_path / "kubeconfig"))), None, source, 0.5)
     task = asyncio.create_task(directory.run())
     try:
         await until(lambda: directory.synced)
@@ -129,7 +130,7 @@ async def test_a_watch_the_server_never_answers_is_given_up_and_the_pods_listed_
 async def test_a_bookmark_moves_the_version_on_and_names_no_pod(api: FakeKubeAPIServer, tmp_path: Path) -> None:
     pod(api, "a", "node-a", "uid-a")
     source = Freshness("pod-directory", 60.0)
-    directory = KubePodDirectory("node-a", str(api.kubeconfig(tmp_path / "kubeconfig")), None, source)
+    directory = KubePodDirectory("node-a", KubeAccess(str(api.kubeconfig(tmp_path / "kubeconfig"))), None, source)
     task = asyncio.create_task(directory.run())
     try:
         await until(lambda: directory.synced and len(api.watches) == 1)
@@ -150,7 +151,7 @@ async def test_a_refused_list_makes_the_source_fail(api: FakeKubeAPIServer, tmp_
     kubeconfig = api.kubeconfig(tmp_path / "kubeconfig")
     kubeconfig.write_text(kubeconfig.read_text().replace("token: ", "token: not-", 1))  # answered 401
     source = Freshness("pod-directory", 60.0)
-    directory = KubePodDirectory("node-a", str(kubeconfig), None, source)
+    directory = KubePodDirectory("node-a", KubeAccess(str(kubeconfig)), None, source)
     task = asyncio.create_task(directory.run())
     try:
         await until(lambda: source.failing_since is not None)
