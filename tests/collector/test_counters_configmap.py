@@ -6,9 +6,8 @@ import contextlib
 import re
 import subprocess
 import sys
-import threading
 import time
-from collections.abc import AsyncIterator, Coroutine, Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +19,7 @@ from collector.errors import ConfigError
 from collector.kube.client import KubeClient
 from collector.kube.config import KubeAccess
 from harness.kube.api import FakeKubeAPIServer
+from harness.kube.threaded import ThreadedApiServer
 from harness.node.collector_process import ROOT, running_collector, scrape
 
 REF = ConfigMapRef("monitoring", "gpu-metrics")
@@ -165,50 +165,28 @@ def test_without_f_dcgm_exporters_default_path_is_read_when_a_file_is_there(tmp_
     assert counters_file(str(tmp_path / "mine.csv"), str(default)).path == str(tmp_path / "mine.csv")  # -f wins
 
 
-class LoopThread:
-    """An event loop on a thread of its own, for a server the test's own thread must not block."""
-
-    def __init__(self) -> None:
-        self.loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self.loop.run_forever, daemon=True)
-        self._thread.start()
-
-    def run(self, coro: Coroutine[Any, Any, Any]) -> Any:
-        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(30)
-
-    def close(self) -> None:
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self._thread.join(timeout=10)
-        self.loop.close()
-
-
 @pytest.fixture
-def api_thread() -> Iterator[tuple[FakeKubeAPIServer, LoopThread]]:
-    """The stand-in API server on a loop of its own, so that this test's thread can wait on a collector process."""
-    loop = LoopThread()
-    server = FakeKubeAPIServer()
-    loop.run(server.start())
-    yield server, loop
-    loop.run(server.stop())
-    loop.close()
+def api_thread(tmp_path: Path) -> Iterator[ThreadedApiServer]:
+    """The stand-in API server (HTTPS) on a loop of its own, so that this test's thread can wait on a collector."""
+    with ThreadedApiServer(tmp_path / "apiserver") as api:
+        yield api
 
 
-def test_the_command_line_serves_the_configmaps_counters_and_follows_its_changes(
-    api_thread: tuple[FakeKubeAPIServer, LoopThread], tmp_path: Path
+def test_in_a_pod_the_command_line_serves_the_configmaps_counters_and_follows_its_changes(
+    api_thread: ThreadedApiServer, tmp_path: Path
 ) -> None:
-    api, loop = api_thread
+    def put(text: str) -> None:
+        api_thread.put("configmaps", "gpu-metrics", namespace="monitoring", data={"metrics": text})
 
-    async def put(text: str) -> None:
-        api.put("configmaps", "gpu-metrics", namespace="monitoring", data={"metrics": text})
-
-    loop.run(put(UTIL_ONLY))
-    kubeconfig = str(api.kubeconfig(tmp_path / "kubeconfig"))
+    put(UTIL_ONLY)
+    account = tmp_path / "serviceaccount"
+    env = api_thread.service_account(account)  # read as in a pod: its service account, no kubeconfig
     with running_collector("--simulate-gpus", "1", "-c", "200", "-m", "monitoring:gpu-metrics",
-                           "--kubeconfig", kubeconfig, "--configmap-refresh", "300") as url:  # fmt: skip
+                           "--configmap-refresh", "300", env=env, service_account=account) as url:  # fmt: skip
         body, _ = scrape(url)
         assert "DCGM_FI_DEV_GPU_UTIL{" in body
         assert "DCGM_FI_DEV_GPU_TEMP{" not in body
-        loop.run(put(UTIL_AND_TEMP))
+        put(UTIL_AND_TEMP)
         deadline = time.monotonic() + 15
         while "DCGM_FI_DEV_GPU_TEMP{" not in (body := scrape(url)[0]):
             assert "DCGM_FI_DEV_GPU_UTIL{" in body  # never an empty page in between
@@ -222,21 +200,19 @@ def test_the_command_line_serves_the_configmaps_counters_and_follows_its_changes
      ("no key", "has no 'metrics' key")],
 )  # fmt: skip
 def test_the_command_line_stops_with_a_clear_error_when_the_configmap_cannot_be_used(
-    api_thread: tuple[FakeKubeAPIServer, LoopThread], tmp_path: Path, setup: str, message: str
+    api_thread: ThreadedApiServer, tmp_path: Path, setup: str, message: str
 ) -> None:
-    api, loop = api_thread
-
-    async def arrange() -> None:
+    def arrange(api: FakeKubeAPIServer) -> None:
         if setup != "absent":
             key = "metrics" if setup == "forbidden" else "counters"
             api.put("configmaps", "gpu-metrics", namespace="monitoring", data={key: UTIL_ONLY})
         if setup == "forbidden":
             api.forbidden.add(("configmaps", "monitoring"))
 
-    loop.run(arrange())
+    api_thread.call(arrange)
     result = subprocess.run(
         [sys.executable, "-m", "collector", "--simulate-gpus", "1", "-m", "monitoring:gpu-metrics",
-         "--kubeconfig", str(api.kubeconfig(tmp_path / "kubeconfig"))],
+         "--kubeconfig", str(api_thread.kubeconfig(tmp_path / "kubeconfig"))],
         cwd=ROOT, capture_output=True, text=True, timeout=60,
     )  # fmt: skip
     assert result.returncode == 2
