@@ -26,6 +26,7 @@ from collector.kube.config import KubeConfig
 from collector.kube.credentials import Credentials
 from collector.kube.tls import Tls
 
+JSON = "application/json"
 MAX_EVENT_BYTES = 16 * 1024 * 1024  # one watch event: an object may be 1.5 MB in etcd, and is larger as JSON
 _MAX_STATUS_BYTES = 64 * 1024  # an error's Status, read for its message
 
@@ -69,12 +70,12 @@ class KubeClient:
         self._https = config.server.startswith("https:")
         self._session: aiohttp.ClientSession | None = None
 
-    async def get(self, path: str, params: Mapping[str, str], within: float) -> bytes:
+    async def get(self, path: str, params: Mapping[str, str], within: float, accept: str = JSON) -> bytes:
         """The body of a 2xx answer to GET ``path``, read in full within ``within`` seconds."""
         what = f"GET {path}"
         try:
             async with asyncio.timeout(within):
-                response = await self._request(path, params, aiohttp.ClientTimeout(total=None))
+                response = await self._request(path, params, aiohttp.ClientTimeout(total=None), accept)
                 try:
                     await self._check(response)
                     return await response.read()
@@ -85,13 +86,13 @@ class KubeClient:
         except (aiohttp.ClientError, OSError) as e:
             raise KubeUnreachable(f"{what}: {_said(e)}") from None
 
-    async def watch(self, path: str, params: Mapping[str, str], read_timeout: float) -> WatchStream:
+    async def watch(self, path: str, params: Mapping[str, str], read_timeout: float, accept: str = JSON) -> WatchStream:
         """An open watch of ``path`` (``params`` say from which version and for how long); its head has come. A read
         silent for ``read_timeout`` seconds ends it with ``KubeUnreachable``; the caller bounds the wait for the
         head."""
         limit = aiohttp.ClientTimeout(total=None, sock_read=read_timeout)
         try:
-            response = await self._request(path, params, limit)
+            response = await self._request(path, params, limit, accept)
         except (aiohttp.ClientError, OSError) as e:
             raise KubeUnreachable(f"watch {path}: {_said(e)}") from None
         try:
@@ -107,9 +108,9 @@ class KubeClient:
             self._session = None
 
     async def _request(
-        self, path: str, params: Mapping[str, str], limits: aiohttp.ClientTimeout
+        self, path: str, params: Mapping[str, str], limits: aiohttp.ClientTimeout, accept: str
     ) -> aiohttp.ClientResponse:
-        headers = {"Accept": "application/json", "User-Agent": "gpuscale-collector"}
+        headers = {"Accept": accept, "User-Agent": "gpuscale-collector"}
         authorization = await self._credentials.authorization()
         if authorization is not None:
             headers["Authorization"] = authorization

@@ -4,14 +4,15 @@ The collector keeps two: the pods on its node (``pods/directory.py``) and, with 
 the node's DRA ResourceSlices (``pods/resource_slices.py``). Each supplies the resource's path (or several, one per
 API version, newest first: a LIST answered 404 moves on to the next), a field selector, and what to do with a listing
 and an event; this module owns the client (``kube/client.py``), the watch and the failures. Objects are read as plain
-JSON: only a few fields are needed. The watch is read as the API server writes it, one JSON event a line, asking for
-bookmarks (they only move the version on); an ERROR event is the API server's Status (410 Gone: list again). A watch
-whose head does not come within 15 s (a hung server or proxy) is given up and the objects listed again, instead of
-the copy going stale unreported until the read timeout. Each LIST or watch that works keeps the owner's source
-fresh, each failure starts its clock (``common/freshness.py``: ``/health`` fails past its bound) and is logged once a
-minute per kind, 401, 403 and 404 with what they mean. The watch runs as a task on the server's event loop; the
-owners' tables are replaced or updated there and read from the collection thread (a dict read or a reference swap,
-safe under the GIL).
+JSON: only a few fields are needed. The pod directory asks for metadata only: a pod's spec and status are most of its
+bytes, which would be read, parsed and dropped at every LIST. The watch is read as the API server writes it, one JSON
+event a line, asking for bookmarks (they only move the version on); an ERROR event is the API server's Status (410
+Gone: list again). A watch whose head does not come within 15 s (a hung server or proxy) is given up and the objects
+listed again, instead of the copy going stale unreported until the read timeout. Each LIST or watch that works keeps
+the owner's source fresh, each failure starts its clock (``common/freshness.py``: ``/health`` fails past its bound)
+and is logged once a minute per kind, 401, 403 and 404 with what they mean. The watch runs as a task on the server's
+event loop; the owners' tables are replaced or updated there and read from the collection thread (a dict read or a
+reference swap, safe under the GIL).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
 from collector.errors import KubeApiError
-from collector.kube.client import KubeClient
+from collector.kube.client import JSON, KubeClient
 from collector.kube.config import KubeAccess
 from common.freshness import Freshness
 from common.list_watch import Restart, list_watch
@@ -34,6 +35,10 @@ log = logging.getLogger(__name__)
 
 _WATCH_SECONDS = 300
 _REQUEST_SECONDS = 15.0  # a LIST answered in full; a watch's head
+# Metadata only, as client-go's metadata informers ask for it: a server that cannot answer so (an aggregated API)
+# falls back to whole objects, which are read the same way.
+LIST_METADATA = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json"
+WATCH_METADATA = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json"
 
 
 class WatchError(Exception):
@@ -59,12 +64,14 @@ class KubeWatch:
         consequence: str,
         source: Freshness | None = None,
         request_seconds: float = _REQUEST_SECONDS,
+        metadata_only: bool = False,
     ) -> None:
         """``paths``: the resource's list path at each API version to try, newest first (``/api/v1/pods``);
         ``replace`` takes a whole listing, ``apply`` one event (ADDED, MODIFIED, DELETED) and its object;
         ``consequence`` completes the warning logged when the API fails ("shared-GPU pods cannot be named");
         ``source`` hears of each LIST and watch that worked and each failure (``/health`` fails past its bound);
-        ``request_seconds``: the most a LIST may take, and a watch's head."""
+        ``request_seconds``: the most a LIST may take, and a watch's head; ``metadata_only``: objects without their
+        spec and status (``PartialObjectMetadata``), when the owner needs names, UIDs and labels only."""
         self.what = what
         self._access = access
         self._paths = tuple(paths)
@@ -75,6 +82,7 @@ class KubeWatch:
         self._consequence = consequence
         self.source = source
         self._request_seconds = request_seconds
+        self._accept = (LIST_METADATA, WATCH_METADATA) if metadata_only else (JSON, JSON)
         self._log_limit = LogLimit(60.0)  # a failing API is retried with back-off: one line a minute says it
         self.synced = False
         self.errors: Counter[str] = Counter()
@@ -92,7 +100,9 @@ class KubeWatch:
             if client is None:
                 client = KubeClient(self._access.config())
             try:
-                body = await client.get(self.path, {"fieldSelector": self._selector}, self._request_seconds)
+                body = await client.get(
+                    self.path, {"fieldSelector": self._selector}, self._request_seconds, self._accept[0]
+                )
             except KubeApiError as e:
                 if e.status == 404 and self._path + 1 < len(self._paths):
                     self._path += 1  # not served here: the next LIST (after the loop's back-off) asks an older one
@@ -121,7 +131,7 @@ class KubeWatch:
                 async with asyncio.timeout(self._request_seconds):
                     # the server ends the watch at timeoutSeconds; a read silent for longer means the connection
                     # is gone
-                    stream = await client.watch(self.path, params, read_timeout=_WATCH_SECONDS + 30)
+                    stream = await client.watch(self.path, params, _WATCH_SECONDS + 30, self._accept[1])
             except TimeoutError:
                 raise WatchError(f"no answer to the watch within {self._request_seconds:g}s") from None
             async with stream:

@@ -61,6 +61,7 @@ class KubePodDirectory:
             "pods of shared GPUs cannot be named and pod labels are not refreshed",
             source,
             request_seconds,
+            metadata_only=True,  # names, UIDs and labels: a pod's spec and status are most of its bytes
         )
 
     @property

@@ -13,6 +13,8 @@ What it reproduces, because the adapter's reflector depends on it:
   (``--client-ca-file``): a verified certificate authenticates as its CN, whatever token comes with it;
 - raw lines sent down open watches (``inject``), for answers no API server should send: a line over the client's
   limit, a JSON value that is not an event, an object of the wrong shape;
+- metadata only (``PartialObjectMetadata``, ``PartialObjectMetadataList``) when the ``Accept`` header asks for it,
+  for a GET, a LIST or a WATCH; 406 NotAcceptable when it offers nothing servable (``harness/kube/wire.py``);
 - ConfigMaps with ``data`` (listed and watched like any object, e.g. with a ``metadata.name`` field selector);
 - TokenReview and SubjectAccessReview (``harness/kube/reviews.py``), answered from ``self.reviews``;
 - GET of one object (404 ``<resource> "<name>" not found``); objects with a ``status`` (a node's ``allocatable``);
@@ -44,7 +46,7 @@ from aiohttp.typedefs import Handler
 from harness.kube.aggregator import Aggregator
 from harness.kube.discovery import Discovery
 from harness.kube.reviews import Reviews
-from harness.kube.wire import LabelSelector, SelectorError, status_body
+from harness.kube.wire import PARTIAL, LabelSelector, SelectorError, partial, representation, status_body
 
 TOKEN = "fake-token"
 USER = "system:serviceaccount:gpuscale:gpuscale-collector"  # who TOKEN authenticates, as RBAC names it
@@ -62,6 +64,7 @@ class _Watch:
     namespace: str | None
     bookmarks: bool
     field_selector: str = ""
+    metadata_only: bool = False  # asked for PartialObjectMetadata
     # an event, raw bytes sent as they are (``inject``), or None to end the watch
     queue: asyncio.Queue[dict[str, Any] | bytes | None] = field(default_factory=asyncio.Queue)
 
@@ -279,7 +282,10 @@ class FakeKubeAPIServer:
         obj = self.objects.get(resource, {}).get((namespace, info["name"]))
         if obj is None:
             return status_response(404, "NotFound", f'{info["resource"]} "{info["name"]}" not found')
-        return web.json_response(obj)
+        shape = representation(request.headers.get("Accept"), PARTIAL)
+        if shape is None:
+            return not_acceptable(request)
+        return web.json_response(partial(obj) if shape else obj)
 
     @staticmethod
     def _forbidden(request: web.Request, verb: str) -> web.Response:
@@ -311,11 +317,15 @@ class FakeKubeAPIServer:
             return status_response(404, "NotFound", "the server could not find the requested resource")
         if (resource, namespace) in self.forbidden:
             return self._forbidden(request, "watch" if is_true(query.get("watch")) else "list")
-        if is_true(query.get("watch")):
-            return await self._watch(request, resource, namespace, query)
-        return self._list(resource, namespace, query)
+        watch = is_true(query.get("watch"))
+        shape = representation(request.headers.get("Accept"), PARTIAL if watch else f"{PARTIAL}List")
+        if shape is None:
+            return not_acceptable(request)
+        if watch:
+            return await self._watch(request, resource, namespace, query, bool(shape))
+        return self._list(resource, namespace, query, bool(shape))
 
-    def _list(self, resource: str, namespace: str | None, query: dict[str, str]) -> web.Response:
+    def _list(self, resource: str, namespace: str | None, query: dict[str, str], metadata_only: bool) -> web.Response:
         if self.fail_lists:
             self.fail_lists -= 1
             return status_response(500, "InternalError", "etcdserver: request timed out")
@@ -350,11 +360,13 @@ class FakeKubeAPIServer:
         served = self.discovery.find(resource)
         kind = f"{served.kind}List" if served is not None else "List"
         api_version = f"{served.group}/{served.versions[0]}" if served is not None and served.group else "v1"
+        if metadata_only:
+            kind, api_version, items = f"{PARTIAL}List", "meta.k8s.io/v1", [partial(obj) for obj in items]
         body = {"kind": kind, "apiVersion": api_version, "metadata": metadata, "items": items}
         return web.json_response(body)
 
     async def _watch(
-        self, request: web.Request, resource: str, namespace: str | None, query: dict[str, str]
+        self, request: web.Request, resource: str, namespace: str | None, query: dict[str, str], metadata_only: bool
     ) -> web.StreamResponse:
         if self.hold_watches:
             self.held_watches += 1
@@ -366,7 +378,13 @@ class FakeKubeAPIServer:
             expired = status_body(410, "Expired", f"too old resource version: {since} ({self.compacted})")
             await resp.write(json.dumps({"type": "ERROR", "object": expired}).encode() + b"\n")
             return resp
-        watch = _Watch(resource, namespace, is_true(query.get("allowWatchBookmarks")), query.get("fieldSelector", ""))
+        watch = _Watch(
+            resource,
+            namespace,
+            is_true(query.get("allowWatchBookmarks")),
+            query.get("fieldSelector", ""),
+            metadata_only,
+        )
         if not since:
             for (ns, _), obj in self.objects.get(resource, {}).items():
                 if namespace in (None, ns) and _fields_match(obj, watch.field_selector):
@@ -384,6 +402,8 @@ class FakeKubeAPIServer:
         try:
             async with asyncio.timeout(timeout):
                 while (queued := await watch.queue.get()) is not None:
+                    if isinstance(queued, dict) and watch.metadata_only and queued["type"] != "ERROR":
+                        queued = {**queued, "object": partial(queued["object"])}
                     await resp.write(queued if isinstance(queued, bytes) else json.dumps(queued).encode() + b"\n")
         except (TimeoutError, ConnectionError):  # the client went away (it may refuse what was sent)
             pass
@@ -412,6 +432,13 @@ def _fields_match(obj: dict[str, Any], selector: str) -> bool:
         if str(value) != want:
             return False
     return True
+
+
+def not_acceptable(request: web.Request) -> web.Response:
+    return status_response(
+        406, "NotAcceptable", f"only the following media types are accepted: application/json (asked: "
+        f"{request.headers.get('Accept')})"
+    )  # fmt: skip
 
 
 def status_response(code: int, reason: str, message: str) -> web.Response:

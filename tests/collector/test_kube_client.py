@@ -19,6 +19,7 @@ import yaml
 from collector.errors import ConfigError, KubeApiError, KubeUnreachable
 from collector.kube.client import KubeClient
 from collector.kube.config import KubeAccess
+from collector.kube.watch import LIST_METADATA, WATCH_METADATA
 from harness.kube.api import TOKEN, USER, FakeKubeAPIServer
 from harness.kube.pki import CA
 
@@ -233,5 +234,29 @@ async def test_a_refusal_carries_the_api_servers_message(served: Served, tmp_pat
             f'403 Forbidden: pods is forbidden: User "{USER}" cannot watch resource "pods" in API group "" at the '
             "cluster scope"
         )
+    finally:
+        await client.close()
+
+
+async def test_metadata_only_lists_and_watches_carry_no_spec(served: Served, tmp_path: Path) -> None:
+    cluster = {"certificate-authority-data": b64(served.ca.cert_pem.bytes())}
+    path = kubeconfig(tmp_path / "kubeconfig", f"https://127.0.0.1:{served.port}", cluster, {"token": TOKEN})
+    client = KubeClient(KubeAccess(path).config())
+    try:
+        listed = json.loads(await client.get(PODS, {}, 5, LIST_METADATA))
+        assert (listed["kind"], listed["apiVersion"]) == ("PartialObjectMetadataList", "meta.k8s.io/v1")
+        [pod] = listed["items"]
+        assert sorted(pod) == ["apiVersion", "kind", "metadata"]
+        assert (pod["kind"], pod["metadata"]["name"]) == ("PartialObjectMetadata", "a")
+        params = {"watch": "1", "resourceVersion": listed["metadata"]["resourceVersion"], "timeoutSeconds": "5"}
+        async with await client.watch(PODS, params, 10, WATCH_METADATA) as stream:
+            served.api.put("pods", "b", namespace="ml", spec={"nodeName": "node-a"})
+            async for line in stream.lines():
+                event = json.loads(line)
+                break
+        assert (event["type"], sorted(event["object"]), event["object"]["kind"]) == (
+            "ADDED", ["apiVersion", "kind", "metadata"], "PartialObjectMetadata",
+        )  # fmt: skip
+        assert "spec" in json.loads(await client.get(PODS, {}, 5))["items"][0]  # asked for the whole object
     finally:
         await client.close()
