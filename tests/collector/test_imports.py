@@ -1,6 +1,7 @@
 """Libraries only some flags need are imported only when those flags are given: each costs resident memory
-(gRPC ~10 MiB, cryptography ~8 MiB; docs/collector-bench.md). The Kubernetes client library (~39 MiB) is never
-imported: the collector's own client reads the API, and YAML only for a kubeconfig, never in a pod."""
+(gRPC ~10 MiB, cryptography ~8 MiB; docs/collector-bench.md). The Kubernetes client library (~39 MiB) and
+prometheus_client (~1 MiB) are never imported: the collector's own client reads the API (YAML only for a kubeconfig,
+never in a pod) and it renders its own pages."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from harness.kube.api import USER
 from harness.kube.threaded import ThreadedApiServer
 
 ROOT = Path(__file__).resolve().parents[2]
-HEAVY = {"grpc", "google", "kubernetes_asyncio", "cryptography", "bcrypt", "yaml", "re2"}
+HEAVY = {"grpc", "google", "kubernetes_asyncio", "cryptography", "bcrypt", "yaml", "re2", "prometheus_client"}
 
 _BUILD = """
 import json, sys
