@@ -1,12 +1,22 @@
 """Collector memory: resident set (RSS), proportional (PSS) and unique (USS) memory of the real collector process.
 
-Starts ``python -m collector --simulate-gpus N`` with a counters file that lists every field the collector serves
-(every series and every label field), waits for the warm-up cycles, reads ``/proc/<pid>/smaps_rollup``, then scrapes
-/metrics many times (text and OpenMetrics) and reads it again after more cycles. Each case can set environment
+Starts ``python -m collector --simulate-gpus N`` with a counters file (``--counters every``: every field the collector
+serves, every series and every label field; ``default``: dcgm-exporter's default counters with the profiling fields,
+the file the collector serves without ``-f``), waits for the warm-up cycles, reads ``/proc/<pid>/smaps_rollup``, then
+scrapes /metrics many times (text and OpenMetrics) and reads it again after more cycles. Each case can set environment
 variables (``MALLOC_ARENA_MAX=2``) or add flags. Prints a Markdown table.
 
-    python -m bench.collector_memory [--gpus 8] [--scrapes 2000] [--cycles 60]
-        [--case 'default' --case 'arenas=2:MALLOC_ARENA_MAX=2']
+A case with ``-k`` runs as deployed: the Kubernetes API stand-in over HTTPS (``harness/kube/threaded.py``) with
+``--pods`` pods on the collector's node (and a quarter as many on another), each with a few labels and about as much
+JSON as a real pod has (8 KB: containers with their environment, volumes, status), and the kubelet's pod-resources
+API (``harness/node/kubelet.py``) giving one GPU each to as many of them as there are GPUs. ``--kube in-cluster``
+hands the collector a pod's service account (token and CA files, ``KUBERNETES_SERVICE_*``), as in a DaemonSet's pod;
+``--kube kubeconfig`` a kubeconfig (``--kubeconfig``), which any tree's collector takes. ``--tree`` runs the
+collector of another checkout (a ``git worktree`` of an older commit) under the same benchmark.
+
+    python -m bench.collector_memory [--gpus 8] [--scrapes 2000] [--cycles 60] [--counters every|default]
+        [--pods 64] [--kube in-cluster|kubeconfig] [--tree PATH]
+        [--case 'default' --case 'arenas=2:MALLOC_ARENA_MAX=2' --case 'k::-k --kubernetes-enable-pod-labels']
 
 USS is the memory that would be freed if the process ended (private pages); PSS adds its share of pages it maps with
 other processes (the Python binary, shared libraries); RSS counts shared pages whole, as ``kubectl top`` and the
@@ -16,6 +26,7 @@ kubelet's memory limit do (the cgroup charges pages to the first process that to
 from __future__ import annotations
 
 import argparse
+import contextlib
 import http.client
 import os
 import platform
@@ -25,12 +36,20 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TypedDict
+from typing import Any, TypedDict
 
 from collector.nvml.fields import FIELDS, LABEL_FIELDS
+from collector.simulation.nvml import SimulatedNvml
+from harness.kube.threaded import ThreadedApiServer
+from harness.node.collector_process import command
+from harness.node.kubelet import FakePod, PodResourcesServer, gpu_pod
 
 KIB = 1024
+NODE = "gpu-node-1"
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def free_port() -> int:
@@ -46,6 +65,92 @@ def every_field_file(directory: Path) -> Path:
     path = directory / "every-field.csv"
     path.write_text("\n".join(lines) + "\n")
     return path
+
+
+def default_counters_file(directory: Path) -> Path:
+    """The counters file the collector serves without ``-f``: dcgm-exporter's defaults and the profiling fields."""
+    from importlib import resources
+
+    path = directory / "default-counters.csv"
+    path.write_text(resources.files("collector.counters").joinpath("default-counters.csv").read_text())
+    return path
+
+
+def pod_labels(i: int) -> dict[str, str]:
+    """What a Deployment's or Job's pod typically carries."""
+    return {
+        "app.kubernetes.io/name": f"app-{i % 8}",
+        "app.kubernetes.io/instance": f"release-{i % 4}",
+        "pod-template-hash": f"{i:010x}",
+        "team": ("ml", "vision", "speech")[i % 3],
+    }
+
+
+def pod_spec(i: int, gpu: bool) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A pod's spec and status about as large as a real Deployment's pod's (8 KB of JSON): containers with their
+    environment, mounts and probes, volumes, tolerations; conditions and container statuses."""
+    env = [{"name": f"SETTING_{n}", "value": f"value-{i}-{n}-" + "x" * 40} for n in range(64)]
+    mounts = [{"name": f"volume-{n}", "mountPath": f"/mnt/volume-{n}", "readOnly": n % 2 == 0} for n in range(8)]
+    resources = {"limits": {"cpu": "8", "memory": "64Gi", **({"nvidia.com/gpu": "1"} if gpu else {})}}
+    container = {
+        "name": "main", "image": f"registry.example.com/team/app-{i % 8}:v1.2.3", "env": env,
+        "volumeMounts": mounts, "resources": resources, "command": ["python", "-m", "app.serve"],
+        "ports": [{"containerPort": 8000, "name": "http", "protocol": "TCP"}],
+        "readinessProbe": {"httpGet": {"path": "/ready", "port": 8000}, "periodSeconds": 10},
+    }  # fmt: skip
+    spec = {
+        "nodeName": NODE, "containers": [container], "serviceAccountName": "default", "restartPolicy": "Always",
+        "volumes": [{"name": f"volume-{n}", "configMap": {"name": f"config-{n}"}} for n in range(8)],
+        "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
+    }  # fmt: skip
+    status = {
+        "phase": "Running", "podIP": f"10.244.1.{i % 250}", "hostIP": "10.0.0.5",
+        "conditions": [{"type": t, "status": "True", "lastTransitionTime": "2026-12-01T10:00:00Z"}
+                       for t in ("Initialized", "Ready", "ContainersReady", "PodScheduled")],
+        "containerStatuses": [{"name": "main", "ready": True, "restartCount": 0, "image": container["image"],
+                               "containerID": f"containerd://{i:064x}", "started": True,
+                               "state": {"running": {"startedAt": "2026-12-01T10:00:00Z"}}}],
+    }  # fmt: skip
+    return spec, status
+
+
+@dataclass
+class Kubernetes:
+    """What a ``-k`` collector is given: its flags, its environment and, in a pod, its service account."""
+
+    flags: list[str] = field(default_factory=list)
+    env: dict[str, str] = field(default_factory=dict)
+    service_account: Path | None = None
+
+
+@contextlib.contextmanager
+def kubernetes(directory: Path, pods: int, gpus: int, how: str) -> Iterator[Kubernetes]:
+    """The API stand-in with ``pods`` pods on the node, and the kubelet giving the first ``gpus`` a GPU each."""
+    with ThreadedApiServer(directory / "apiserver") as api:
+        kubelet = PodResourcesServer(str(directory / "kubelet.sock")).start()
+        try:
+            uuids = SimulatedNvml(gpus).uuids()
+            listed = []
+            for i in range(pods):
+                name = f"worker-{i}"
+                spec, status = pod_spec(i, i < gpus)
+                api.put("pods", name, labels=pod_labels(i), namespace="ml", uid=f"uid-{i}", spec=spec, status=status)
+                listed.append(gpu_pod("ml", name, uuids[i]) if i < gpus else FakePod("ml", name, {"main": []}))
+            for i in range(pods // 4):  # other nodes' pods: the field selector leaves them out
+                spec, status = pod_spec(i, False)
+                api.put("pods", f"elsewhere-{i}", labels=pod_labels(i), namespace="ml",
+                        spec={**spec, "nodeName": "other"}, status=status)  # fmt: skip
+            kubelet.pods = listed
+            flags = ["--pod-resources-kubelet-socket", kubelet.socket_path]
+            if how == "kubeconfig":
+                kubeconfig = api.kubeconfig(directory / "kubeconfig")
+                yield Kubernetes([*flags, "--kubeconfig", str(kubeconfig)], {"NODE_NAME": NODE})
+            else:
+                account = directory / "serviceaccount"
+                env = {"NODE_NAME": NODE, **api.service_account(account)}
+                yield Kubernetes(flags, env, account)
+        finally:
+            kubelet.stop()
 
 
 def memory(pid: int) -> dict[str, float]:
@@ -94,6 +199,7 @@ def wait_cycles(conn: http.client.HTTPConnection, at_least: int, timeout: float)
 class CaseResult(TypedDict):
     case: str
     series: int
+    pod_series: int  # series with a pod label
     bytes: int
     warm: dict[str, float]
     scraped: dict[str, float]
@@ -103,14 +209,25 @@ class CaseResult(TypedDict):
 def run_case(
     name: str, env_extra: dict[str, str], flags: list[str], args: argparse.Namespace, counters: Path
 ) -> CaseResult:
+    if "-k" not in flags and "--kubernetes" not in flags:
+        return measure(name, env_extra, flags, args, counters, Kubernetes())
+    with tempfile.TemporaryDirectory() as scratch, kubernetes(Path(scratch), args.pods, args.gpus, args.kube) as kube:
+        return measure(name, env_extra, flags, args, counters, kube)
+
+
+def measure(
+    name: str, env_extra: dict[str, str], flags: list[str], args: argparse.Namespace, counters: Path, kube: Kubernetes
+) -> CaseResult:
     port = free_port()
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1]), **env_extra}
-    command = [sys.executable, "-m", "collector", "--simulate-gpus", str(args.gpus), "-f", str(counters)]
+    tree = Path(args.tree).resolve()
+    env = {**os.environ, "PYTHONPATH": str(tree), **kube.env, **env_extra}
+    start = [sys.executable, *command(service_account=kube.service_account), "--simulate-gpus", str(args.gpus)]
     log = counters.parent / f"collector-{port}.log"
     with log.open("wb") as out:
         proc = subprocess.Popen(
-            [*command, "-a", f"127.0.0.1:{port}", *flags], env=env, stdout=out, stderr=subprocess.STDOUT
-        )
+            [*start, "-f", str(counters), "-a", f"127.0.0.1:{port}", *kube.flags, *flags],
+            cwd=tree, env=env, stdout=out, stderr=subprocess.STDOUT,
+        )  # fmt: skip
     try:
         deadline = time.monotonic() + 60
         while True:
@@ -123,17 +240,34 @@ def run_case(
                     raise RuntimeError(f"{name}: collector did not start: {log.read_text()[-2000:]}") from None
                 time.sleep(0.2)
         body = wait_cycles(conn, args.warmup, 120)
+        if kube.env:
+            body = wait_for_pods(conn, min(args.gpus, args.pods), log)
         series = sum(1 for line in body.splitlines() if line.startswith(b"DCGM_"))
+        pod_series = sum(1 for line in body.splitlines() if line.startswith(b"DCGM_") and b'pod="' in line)
         warm = memory(proc.pid)
         for i in range(args.scrapes):
             get(conn, "application/openmetrics-text; version=1.0.0" if i % 2 else "")
         scraped = memory(proc.pid)
         wait_cycles(conn, cycles(get(conn)) + args.cycles, args.cycles * 3 + 60)
         later = memory(proc.pid)
-        return {"case": name, "series": series, "bytes": len(body), "warm": warm, "scraped": scraped, "later": later}
+        return {"case": name, "series": series, "pod_series": pod_series, "bytes": len(body), "warm": warm,
+                "scraped": scraped, "later": later}  # fmt: skip
     finally:
         proc.terminate()
         proc.wait(timeout=10)
+
+
+def wait_for_pods(conn: http.client.HTTPConnection, gpus: int, log: Path, timeout: float = 60) -> bytes:
+    """The page once every GPU's series name its pod and carry its labels (the pod watch synced)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        body = get(conn)
+        owned = {m.group(1) for m in re.finditer(rb'^DCGM_FI_DEV_GPU_TEMP\{.*pod="([^"]+)".*team="', body, re.M)}
+        if len(owned) >= gpus:
+            return body
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"pods did not reach the GPUs' series: {log.read_text()[-2000:]}")
+        time.sleep(0.2)
 
 
 def parse_case(text: str) -> tuple[str, dict[str, str], list[str]]:
@@ -151,6 +285,20 @@ def main() -> None:
     parser.add_argument("--scrapes", type=int, default=2000, help="scrapes between the first and second reading")
     parser.add_argument("--cycles", type=int, default=60, help="further cycles before the last reading")
     parser.add_argument("--case", action="append", help="name[:VAR=value,...][:flags]; repeatable")
+    parser.add_argument(
+        "--counters",
+        choices=("every", "default"),
+        default="every",
+        help="every field the collector serves, or the built-in default counters file",
+    )
+    parser.add_argument("--pods", type=int, default=64, help="pods on the node, for cases with -k")
+    parser.add_argument(
+        "--kube",
+        choices=("in-cluster", "kubeconfig"),
+        default="in-cluster",
+        help="how a -k collector finds the API: a pod's service account, or --kubeconfig",
+    )
+    parser.add_argument("--tree", default=str(ROOT), help="the checkout whose collector runs (default: this one)")
     args = parser.parse_args()
     cases = [parse_case(c) for c in (args.case or ["default"])]
     lscpu = subprocess.run(["lscpu"], capture_output=True, text=True, check=False).stdout.splitlines()
@@ -159,20 +307,22 @@ def main() -> None:
         f"machine: {platform.machine()}, {os.cpu_count()} CPUs ({model}), {platform.platform()}, "
         f"Python {platform.python_version()}"
     )
+    fields = "every field enabled" if args.counters == "every" else "the default counters file"
     print(
-        f"{args.gpus} simulated GPUs, every field enabled; readings after {args.warmup} cycles (warm), after "
-        f"{args.scrapes} scrapes (scraped) and {args.cycles} cycles later (later); MiB\n"
+        f"{args.gpus} simulated GPUs, {fields}; with -k {args.pods} pods on the node ({args.kube}); collector of "
+        f"{args.tree}; readings after {args.warmup} cycles (warm), after {args.scrapes} scrapes (scraped) and "
+        f"{args.cycles} cycles later (later); MiB\n"
     )
-    print("| case | DCGM series | body (bytes) | when | RSS | PSS | USS | anonymous | peak RSS |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("| case | DCGM series | with a pod | body (bytes) | when | RSS | PSS | USS | anonymous | peak RSS |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     with tempfile.TemporaryDirectory() as tmp:
-        counters = every_field_file(Path(tmp))
+        counters = every_field_file(Path(tmp)) if args.counters == "every" else default_counters_file(Path(tmp))
         for name, env, flags in cases:
             r = run_case(name, env, flags, args, counters)
             for when, m in (("warm", r["warm"]), ("scraped", r["scraped"]), ("later", r["later"])):
                 print(
-                    f"| {r['case']} | {r['series']} | {r['bytes']} | {when} | {m['rss']:.1f} | {m['pss']:.1f} | "
-                    f"{m['uss']:.1f} | {m['anon']:.1f} | {m['hwm']:.1f} |"
+                    f"| {r['case']} | {r['series']} | {r['pod_series']} | {r['bytes']} | {when} | {m['rss']:.1f} | "
+                    f"{m['pss']:.1f} | {m['uss']:.1f} | {m['anon']:.1f} | {m['hwm']:.1f} |"
                 )
 
 

@@ -27,7 +27,7 @@ from aiohttp import web
 ROOT = Path(__file__).resolve().parents[1]
 
 from harness.kube.api import FakeKubeAPIServer  # noqa: E402
-from harness.kube.wire import LabelSelector, SelectorError, status_body  # noqa: E402
+from harness.kube.wire import META_GROUP_VERSION, PARTIAL, LabelSelector, SelectorError, partial, status_body  # noqa: E402
 
 # the series the built-in rules read, as the collector labels them (honorLabels: true)
 FIELDS: dict[str, Callable[[int], str]] = {
@@ -111,10 +111,10 @@ class NamespacedAPI(FakeKubeAPIServer):
         super().delete(resource, name, namespace)
         del self.by_namespace[(resource, namespace)][name]
 
-    def _list(self, resource: str, namespace: str | None, query: dict[str, str]) -> web.Response:
+    def _list(self, resource: str, namespace: str | None, query: dict[str, str], metadata_only: bool) -> web.Response:
         self.lists += 1
         if namespace is None or set(query) - {"labelSelector", "resourceVersion"}:
-            return super()._list(resource, namespace, query)
+            return super()._list(resource, namespace, query, metadata_only)
         try:
             selector = LabelSelector(query.get("labelSelector", ""))
         except SelectorError as e:
@@ -122,9 +122,11 @@ class NamespacedAPI(FakeKubeAPIServer):
         objects = self.by_namespace.get((resource, namespace), {})
         items = [objects[n] for n in sorted(objects) if selector.matches(objects[n]["metadata"].get("labels", {}))]
         served = self.discovery.find(resource)
-        kind = f"{served.kind}List" if served is not None else "List"
+        kind, api_version = f"{served.kind}List" if served is not None else "List", "v1"
+        if metadata_only:
+            kind, api_version, items = f"{PARTIAL}List", META_GROUP_VERSION, [partial(obj) for obj in items]
         metadata = {"resourceVersion": str(self.resource_version)}
-        return web.json_response({"kind": kind, "apiVersion": "v1", "metadata": metadata, "items": items})
+        return web.json_response({"kind": kind, "apiVersion": api_version, "metadata": metadata, "items": items})
 
 
 async def serve(cluster: Cluster, out: Path, churn: float) -> None:

@@ -22,6 +22,7 @@ from collector.counters.legacy_names import OLD_NAMESPACE_LABELS
 from collector.counters.source import DCGM_EXPORTER_DEFAULT, CountersSource, counters_file
 from collector.debug_dump import Dumper
 from collector.errors import ConfigError
+from collector.kube.config import SERVICE_ACCOUNT, KubeAccess
 from collector.nvml.api import Nvml
 from collector.nvml.gpu_watch import BindWatch, GpuPresence, SysfsGpus
 from collector.nvml.reader import NvmlReader
@@ -125,11 +126,14 @@ def build_node(
     directory: PodDirectory | None = None,
     counters: CountersSource | None = None,
     background: Background | None = None,
+    kube: KubeAccess | None = None,
 ) -> Node:
     """The collection, and with -k the pod mapping: pod-resources watcher, process sampler, pod directory.
     ``counters``: where the counters come from (``counters_source``); the counters file of ``settings`` if None.
-    ``background``: where the background work reports (``/health``, the self-metrics); a new one if None."""
+    ``background``: where the background work reports (``/health``, the self-metrics); a new one if None.
+    ``kube``: where the Kubernetes API is; ``settings``' kubeconfig, else the pod's service account, if None."""
     background = background or Background()
+    kube = kube or KubeAccess(settings.kubeconfig)
     bound = DEFAULT_TIMING.bound
     common = ((settings.hostname_label, settings.hostname),) if settings.hostname else ()
     counters = counters or counters_file(settings.collectors)
@@ -161,9 +165,7 @@ def build_node(
     sources = background.sources
     slices = None
     if settings.dra:
-        slices = KubeResourceSlices(
-            settings.node_name, settings.kubeconfig, sources.add("dra-resource-slices", bound())
-        )
+        slices = KubeResourceSlices(settings.node_name, kube, sources.add("dra-resource-slices", bound()))
     client = PodResourcesClient(
         settings.pod_resources_socket, settings.resource_names, timeout=settings.pod_resources_timeout, dra=slices
     )
@@ -175,9 +177,7 @@ def build_node(
     labels = PodLabelFilter(settings.pod_label_allowlist) if settings.pod_labels else None
     own_directory = None
     if directory is None:
-        own_directory = KubePodDirectory(
-            settings.node_name, settings.kubeconfig, labels, sources.add("pod-directory", bound())
-        )
+        own_directory = KubePodDirectory(settings.node_name, kube, labels, sources.add("pod-directory", bound()))
     attribution = Attribution(
         reader, watcher, directory or own_directory, CgroupReader(settings.proc_root), sampler,
         replace_blanks=settings.replace_blanks, pod_uid=settings.pod_uid,
@@ -185,9 +185,13 @@ def build_node(
     return Node(collection(attribution), watcher, sampler, own_directory, slices)
 
 
-def main(argv: Sequence[str] | None = None, limits: connections.Limits | None = None) -> None:
-    """``limits`` replaces the connection limits of ``common/connections.py`` (tests, benchmarks)."""
+def main(
+    argv: Sequence[str] | None = None, limits: connections.Limits | None = None, service_account: Path = SERVICE_ACCOUNT
+) -> None:
+    """``limits`` replaces the connection limits of ``common/connections.py``, ``service_account`` the directory of
+    the pod's service account (tests, benchmarks)."""
     settings = parse_settings(argv)
+    kube = KubeAccess(settings.kubeconfig, service_account)
     configure_logging(settings)
     for flag in settings.ignored:
         log.info("%s is accepted and has no effect: %s", flag, FLAGS.flags[flag[2:]].ignored)
@@ -203,8 +207,8 @@ def main(argv: Sequence[str] | None = None, limits: connections.Limits | None = 
             serving = WebServing(Path(settings.web_config_file))
         nvml, simulated = choose_nvml(settings)
         background = Background()
-        counters = counters_source(settings, background=background)
-        node = build_node(settings, nvml, simulated, counters=counters, background=background)
+        counters = counters_source(settings, background=background, kube=kube)
+        node = build_node(settings, nvml, simulated, counters=counters, background=background, kube=kube)
     except ConfigError as e:
         print(f"gpuscale-collector: error: {e}", file=sys.stderr)
         sys.exit(2)
@@ -277,17 +281,20 @@ def _supervised(work: Work, background: Background) -> Callable[[web.Application
 
 
 def counters_source(
-    settings: Settings, default_path: str = DCGM_EXPORTER_DEFAULT, background: Background | None = None
+    settings: Settings,
+    default_path: str = DCGM_EXPORTER_DEFAULT,
+    background: Background | None = None,
+    kube: KubeAccess | None = None,
 ) -> CountersSource:
     """``-m``'s ConfigMap (read once here: the process does not start without it), else the counters file.
-    ``background``: where the ConfigMap's later reads report."""
+    ``background``: where the ConfigMap's later reads report; ``kube``: where the API is (``build_node``)."""
     if settings.configmap is None:
         return counters_file(settings.collectors, default_path)
     if settings.collectors:
         log.info("counters from ConfigMap %s (-m); -f %s is not read", settings.configmap, settings.collectors)
     refresh = settings.configmap_refresh
     freshness = background.sources.add("counters-configmap", DEFAULT_TIMING.bound(refresh)) if background else None
-    source = ConfigMapCounters(settings.configmap, settings.kubeconfig, refresh, source=freshness)
+    source = ConfigMapCounters(settings.configmap, kube or KubeAccess(settings.kubeconfig), refresh, source=freshness)
     source.read_first()
     return source
 

@@ -8,6 +8,9 @@ Raised and caught inside the collector (each costs one poll, refresh or process,
 NvmlReadError          NVML did not answer a per-process utilization poll of one GPU
 PodResourcesError      the kubelet's pod-resources call failed; ``kind`` names how (for the error counter)
 ProcessGone            a process exited between being listed and being looked up
+KubeError              a Kubernetes API request failed (``kube/client.py``); the watch or read is tried again
+├── KubeApiError       the API server answered an error status, or a watch sent an ERROR event: its code and Status
+└── KubeUnreachable    no answer: connection, TLS, timeout, a stream cut short (the library's error named inside)
 """
 
 
@@ -35,3 +38,23 @@ class PodResourcesError(Exception):
 
 class ProcessGone(Exception):
     """The process exited between being listed and being looked up."""
+
+
+class KubeError(Exception):
+    """A Kubernetes API request failed; the message names the request and why."""
+
+
+class KubeApiError(KubeError):
+    """The API server answered ``status`` (0 when an ERROR watch event carried no code). ``reason`` is the HTTP
+    reason phrase, or the Status's ``reason`` for a watch event; ``message`` the Status's message ("" when none)."""
+
+    def __init__(self, status: int, reason: str, message: str = "") -> None:
+        said = f": {message}" if message and message != reason else ""
+        super().__init__(f"{status} {reason}{said}")
+        self.status = status
+        self.reason = reason
+        self.message = message
+
+
+class KubeUnreachable(KubeError):
+    """The API server gave no (complete) answer: the connection, TLS, a timeout, or a stream that broke off."""

@@ -19,9 +19,10 @@ import logging
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from prometheus_client.core import GaugeMetricFamily, Metric
-from prometheus_client.registry import Collector
+if TYPE_CHECKING:
+    from prometheus_client.core import Metric
 
 log = logging.getLogger(__name__)
 
@@ -102,8 +103,12 @@ class Freshness:
         return f"{self.name} failing for {self.clock() - since:.0f}s (more than {self.bound:g}s): {self.error}"
 
 
-class Sources(Collector):
-    """Every source of one program, by name; at each scrape, when each last succeeded and whether it is stale."""
+class Sources:
+    """Every source of one program, by name; at each scrape, when each last succeeded and whether it is stale.
+
+    A prometheus_client collector (its ``Collector`` is a protocol: ``collect`` is all it asks) for the adapter's
+    registry. prometheus_client is imported only when that is called: the collector renders its own pages from the
+    sources, and the library would cost it 1 MB of resident memory."""
 
     def __init__(self, prefix: str, probe: str, advisory: frozenset[str] = frozenset()) -> None:
         """``probe``: the path that stale sources fail; ``advisory``: the checks whose stale sources it reports
@@ -123,6 +128,8 @@ class Sources(Collector):
         return iter(list(self._by_name.values()))
 
     def collect(self) -> Iterable[Metric]:
+        from prometheus_client.core import GaugeMetricFamily
+
         last = GaugeMetricFamily(
             f"{self.prefix}_source_last_success_timestamp_seconds",
             "When a background source (discovery, object cache, authentication ConfigMap, watched files) last "

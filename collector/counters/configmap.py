@@ -17,12 +17,12 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 from collector.counters import file as counters
 from collector.counters.file import Counters
-from collector.errors import ConfigError
-from collector.kube.client import api_client
+from collector.errors import ConfigError, KubeApiError, KubeUnreachable
+from collector.kube.client import KubeClient
+from collector.kube.config import KubeAccess
 from common.freshness import Freshness
 
 log = logging.getLogger(__name__)
@@ -64,7 +64,7 @@ class ConfigMapCounters:
     def __init__(
         self,
         ref: ConfigMapRef,
-        kubeconfig: str | None,
+        access: KubeAccess,
         refresh: float,
         clock: Callable[[], float] = time.monotonic,
         source: Freshness | None = None,
@@ -74,7 +74,7 @@ class ConfigMapCounters:
         self.source = source
         self.ref = ref
         self.description = f"ConfigMap {ref} key {KEY!r}"
-        self._kubeconfig = kubeconfig
+        self._access = access
         self._refresh = refresh
         self._clock = clock
         self._text = ""
@@ -102,35 +102,29 @@ class ConfigMapCounters:
         """The first read, before the collection starts (no event loop runs yet); ``ConfigError`` says why not."""
 
         async def once() -> str:
-            api = await api_client(self._kubeconfig)
+            client = KubeClient(self._access.config())
             try:
-                return await self.read(api)
+                return await self.read(client)
             finally:
-                await api.close()
+                await client.close()
 
         self._text = asyncio.run(once())
         log.info("counters from %s", self.description)
 
-    async def read(self, api: Any) -> str:
+    async def read(self, client: KubeClient) -> str:
         """The ``metrics`` text of the ConfigMap now; ``ConfigError`` names the ConfigMap and what went wrong."""
-        from kubernetes_asyncio import client
-        from kubernetes_asyncio.client.exceptions import ApiException
-
         what = f"ConfigMap {self.ref.namespace}/{self.ref.name} (-m)"
         try:
-            # the raw answer: the typed model costs more and rejects objects it considers incomplete; the client
-            # then leaves the status to check to the caller
-            response: Any = await client.CoreV1Api(api).read_namespaced_config_map(
-                self.ref.name, self.ref.namespace, _preload_content=False, _request_timeout=_TIMEOUT
-            )
-            raw = await response.read()
-            if not 200 <= response.status <= 299:
-                raise ConfigError(f"{what}: {_refusal(response.status, response.reason, raw, self.ref)}")
+            raw = await client.get(f"/api/v1/namespaces/{self.ref.namespace}/configmaps/{self.ref.name}", {}, _TIMEOUT)
             body = json.loads(raw)
-        except ApiException as e:  # no answer at all (status 0): TLS, connection
-            raise ConfigError(f"{what}: {_refusal(e.status, e.reason, e.body, self.ref)}") from None
-        except (OSError, TimeoutError, ValueError) as e:  # aiohttp's errors are OSErrors; ValueError: not JSON
-            raise ConfigError(f"{what}: the Kubernetes API did not answer ({type(e).__name__}: {e})") from None
+        except KubeApiError as e:
+            raise ConfigError(f"{what}: {_refusal(e, self.ref)}") from None
+        except KubeUnreachable as e:
+            raise ConfigError(f"{what}: the Kubernetes API did not answer ({e})") from None
+        except ConfigError as e:  # credentials or certificates that cannot be used
+            raise ConfigError(f"{what}: {e}") from None
+        except ValueError:
+            raise ConfigError(f"{what}: the Kubernetes API answered something that is not JSON") from None
         data = body.get("data") if isinstance(body, dict) else None
         if not isinstance(data, dict) or not isinstance(data.get(KEY), str):
             keys = ", ".join(sorted(data)) if isinstance(data, dict) and data else "none"
@@ -142,7 +136,7 @@ class ConfigMapCounters:
 
     async def run(self) -> None:
         """Read again every ``refresh`` seconds and on request, until cancelled."""
-        api: Any = None
+        client: KubeClient | None = None
         last = self._clock()
         try:
             while True:
@@ -153,9 +147,9 @@ class ConfigMapCounters:
                 self._requested.clear()
                 last = self._clock()
                 try:
-                    if api is None:
-                        api = await api_client(self._kubeconfig)
-                    self._apply(await self.read(api), None)
+                    if client is None:
+                        client = KubeClient(self._access.config())
+                    self._apply(await self.read(client), None)
                 except ConfigError as e:
                     self._apply(None, str(e))
                     if self.source is not None:
@@ -164,8 +158,8 @@ class ConfigMapCounters:
                     if self.source is not None:
                         self.source.succeeded()
         finally:
-            if api is not None:
-                await api.close()
+            if client is not None:
+                await client.close()
 
     def _apply(self, text: str | None, error: str | None) -> None:
         """Mark a change when the text or the error is new; the same failure again is not news."""
@@ -176,13 +170,9 @@ class ConfigMapCounters:
             self._text, self._error, self._changed = text or "", None, True
 
 
-def _refusal(status: int, reason: str | None, body: Any, ref: ConfigMapRef) -> str:
+def _refusal(error: KubeApiError, ref: ConfigMapRef) -> str:
     """What an API error answer means for reading this ConfigMap, with the API server's own message."""
-    try:
-        message = str(json.loads(body).get("message") or "")
-    except (TypeError, ValueError, AttributeError):
-        message = ""
-    said = f": {message}" if message else ""
+    status, said = error.status, f": {error.message}" if error.message else ""
     if status == 403:
         return (
             f"reading it is forbidden (403{said}); the collector's service account needs 'get' on configmaps "
@@ -192,6 +182,4 @@ def _refusal(status: int, reason: str | None, body: Any, ref: ConfigMapRef) -> s
         return f"it does not exist (404{said})"
     if status == 401:
         return f"the API server did not accept the collector's credentials (401{said})"
-    if status == 0:
-        return f"the Kubernetes API did not answer ({reason})"
-    return f"the API server answered {status} {reason}{said}"
+    return f"the API server answered {status} {error.reason}{said}"

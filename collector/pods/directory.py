@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 
+from collector.kube.config import KubeAccess
 from collector.kube.watch import KubeWatch, Object
 from collector.pods.labels import Labels, PodLabelFilter
 from common.freshness import Freshness
@@ -40,26 +41,27 @@ class KubePodDirectory:
     def __init__(
         self,
         node_name: str,
-        kubeconfig: str | None = None,
+        access: KubeAccess,
         labels: PodLabelFilter | None = None,
         source: Freshness | None = None,
         request_seconds: float = 15.0,
     ) -> None:
-        """``labels``: how to turn pod labels into series labels; None keeps none. ``source``: how fresh the copy is;
-        ``request_seconds``: the most a LIST may take, and a watch's head."""
+        """``access``: where the API is; ``labels``: how to turn pod labels into series labels, None keeps none;
+        ``source``: how fresh the copy is; ``request_seconds``: the most a LIST may take, and a watch's head."""
         self._labels = labels
         self._names: dict[str, tuple[str, str]] = {}  # uid → (namespace, name)
         self._meta: dict[tuple[str, str], PodMeta] = {}  # (namespace, name) → uid, labels
         self._watch = KubeWatch(
             "pod directory",
-            kubeconfig,
-            _list_pods,
+            access,
+            ["/api/v1/pods"],
             f"spec.nodeName={node_name}",
             self._replace,
             self._apply,
             "pods of shared GPUs cannot be named and pod labels are not refreshed",
             source,
             request_seconds,
+            metadata_only=True,  # names, UIDs and labels: a pod's spec and status are most of its bytes
         )
 
     @property
@@ -110,9 +112,3 @@ class KubePodDirectory:
         elif kind in ("ADDED", "MODIFIED"):
             self._names[meta.uid] = key
             self._meta[key] = meta
-
-
-def _list_pods(api_client: Any) -> Any:
-    from kubernetes_asyncio import client
-
-    return client.CoreV1Api(api_client).list_pod_for_all_namespaces

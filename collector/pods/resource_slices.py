@@ -12,19 +12,17 @@ ResourceSlices are served as ``resource.k8s.io/v1`` from Kubernetes 1.34, ``v1be
 
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass
 from typing import Any
 
+from collector.kube.config import KubeAccess
 from collector.kube.watch import KubeWatch, Object
 from collector.pods.device_ids import DeviceRef
 from collector.pods.labels import Labels
 from common.freshness import Freshness
 
-log = logging.getLogger(__name__)
-
 GPU_DRIVER = "gpu.nvidia.com"
-_VERSIONS = ("ResourceV1Api", "ResourceV1beta2Api", "ResourceV1beta1Api")
+PATHS = tuple(f"/apis/resource.k8s.io/{version}/resourceslices" for version in ("v1", "v1beta2", "v1beta1"))
 
 
 @dataclass(frozen=True)
@@ -60,14 +58,13 @@ def _text(attributes: Any, name: str) -> str:
 
 
 class KubeResourceSlices:
-    def __init__(self, node_name: str, kubeconfig: str | None = None, source: Freshness | None = None) -> None:
+    def __init__(self, node_name: str, access: KubeAccess, source: Freshness | None = None) -> None:
         self._by_slice: dict[str, dict[tuple[str, str], DraDevice]] = {}  # slice name → its devices
         self._devices: dict[tuple[str, str], DraDevice] = {}
-        self._version = 0
         self._watch = KubeWatch(
             "DRA ResourceSlices",
-            kubeconfig,
-            self._list_method,
+            access,
+            PATHS,
             f"spec.nodeName={node_name},spec.driver={GPU_DRIVER}",
             self._replace,
             self._apply,
@@ -88,30 +85,6 @@ class KubeResourceSlices:
 
     def lookup(self, pool: str, device: str) -> DraDevice | None:
         return self._devices.get((pool, device))
-
-    def _list_method(self, api_client: Any) -> Any:
-        from kubernetes_asyncio import client
-        from kubernetes_asyncio.client.exceptions import ApiException
-
-        method = getattr(client, _VERSIONS[self._version])(api_client).list_resource_slice
-        if self._version == len(_VERSIONS) - 1:
-            return method
-
-        async def list_or_older(*args: Any, **kwargs: Any) -> Any:
-            try:
-                return await method(*args, **kwargs)
-            except ApiException as e:
-                if e.status != 404:
-                    raise
-                self._version += 1  # not served here: the next LIST (after the loop's back-off) asks an older one
-                log.info(
-                    "ResourceSlices: %s is not served, trying %s",
-                    _VERSIONS[self._version - 1],
-                    _VERSIONS[self._version],
-                )
-                raise
-
-        return list_or_older
 
     def _replace(self, slices: list[Object]) -> None:
         by_slice = {str((s.get("metadata") or {}).get("name") or ""): devices_of(s) for s in slices}

@@ -9,15 +9,20 @@ What it reproduces, because the adapter's reflector depends on it:
 - BOOKMARK events on request, for watches that allowed them;
 - watches held unanswered (``hold_watches``): the request accepted and no head sent, as from an API server or proxy
   that hangs;
-- bearer-token authentication (401 without it);
+- bearer-token authentication (401 without it), and client certificates when started with a client CA
+  (``--client-ca-file``): a verified certificate authenticates as its CN, whatever token comes with it;
 - raw lines sent down open watches (``inject``), for answers no API server should send: a line over the client's
   limit, a JSON value that is not an event, an object of the wrong shape;
+- metadata only (``PartialObjectMetadata``, ``PartialObjectMetadataList``) when the ``Accept`` header asks for it,
+  for a GET, a LIST or a WATCH; 406 NotAcceptable when it offers nothing servable (``harness/kube/wire.py``);
 - ConfigMaps with ``data`` (listed and watched like any object, e.g. with a ``metadata.name`` field selector);
 - TokenReview and SubjectAccessReview (``harness/kube/reviews.py``), answered from ``self.reviews``;
 - GET of one object (404 ``<resource> "<name>" not found``); objects with a ``status`` (a node's ``allocatable``);
   lists under their kind (``NodeList``: typed clients such as kubectl's decode no other);
-- RBAC refusals: a GET of a (resource, namespace) in ``self.forbidden`` answers 403 as RBAC words it;
-- TLS when started with a serving certificate: kubectl sends a bearer token over TLS only;
+- RBAC refusals: a GET, LIST or WATCH of a (resource, namespace) in ``self.forbidden`` (namespace None: across all
+  namespaces, or a cluster-scoped resource) answers 403 as RBAC words it;
+- TLS when started with a serving certificate (and the CA that issued it, or the certificate its own CA): kubectl
+  sends a bearer token over TLS only;
 - API discovery, legacy and aggregated (``harness/kube/discovery.py``): the core group, the server's other groups and
   those of the APIServices; only the resources it lists are served (any other answers 404, as from kube-apiserver),
   custom resources once ``discovery.add`` installed them;
@@ -41,7 +46,7 @@ from aiohttp.typedefs import Handler
 from harness.kube.aggregator import Aggregator
 from harness.kube.discovery import Discovery
 from harness.kube.reviews import Reviews
-from harness.kube.wire import LabelSelector, SelectorError, status_body
+from harness.kube.wire import PARTIAL, LabelSelector, SelectorError, partial, representation, status_body
 
 TOKEN = "fake-token"
 USER = "system:serviceaccount:gpuscale:gpuscale-collector"
@@ -64,6 +69,7 @@ class _Watch:
     namespace: str | None
     bookmarks: bool
     field_selector: str = ""
+    metadata_only: bool = False  # asked for PartialObjectMetadata
     # an event, raw bytes sent as they are (``inject``), or None to end the watch
     queue: asyncio.Queue[dict[str, Any] | bytes | None] = field(default_factory=asyncio.Queue)
 
@@ -76,6 +82,7 @@ class FakeKubeAPIServer:
         self.history: list[tuple[int, str, dict[str, Any]]] = []
         self.watches: list[_Watch] = []
         self.requests: list[tuple[str, dict[str, str]]] = []
+        self.users: list[str] = []  # who each authenticated request came from (USER, or a certificate's CN)
         self.expire_continue_tokens = False
         self.expire_watches = False  # every watch answers 410 at once, as if each version were compacted away
         self.hold_watches = False  # a watch gets no answer at all until the client gives up (a hung server or proxy)
@@ -172,9 +179,12 @@ class FakeKubeAPIServer:
             return {"server": self.url}
         return {"server": self.url, "certificate-authority": str(self.ca)}
 
-    async def start(self, serving: tuple[Path, Path] | None = None) -> str:
-        """Serve on 127.0.0.1; over TLS with ``serving`` (certificate and key files, the certificate its own CA):
-        kubectl sends a bearer token only over TLS."""
+    async def start(
+        self, serving: tuple[Path, Path] | None = None, ca: Path | None = None, client_ca: Path | None = None
+    ) -> str:
+        """Serve on 127.0.0.1; over TLS with ``serving`` (certificate and key files; ``ca`` the CA that issued the
+        certificate, else the certificate is its own): kubectl sends a bearer token only over TLS. ``client_ca``:
+        client certificates it issued authenticate their CN, as kube-apiserver's ``--client-ca-file``."""
         app = web.Application(middlewares=[self._aggregate])
         handle = self._authenticated(self._handle)
         self.discovery.add_routes(app, self._authenticated)
@@ -200,7 +210,10 @@ class FakeKubeAPIServer:
         if serving is not None:
             tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
             tls.load_cert_chain(*serving)
-            self.ca = serving[0]
+            self.ca = ca or serving[0]
+            if client_ca is not None:
+                tls.verify_mode = ssl.CERT_OPTIONAL  # asked for, verified when sent; a token does without one
+                tls.load_verify_locations(cafile=str(client_ca))
         site = web.TCPSite(self._runner, "127.0.0.1", 0, ssl_context=tls)
         await site.start()
         port = self._runner.addresses[0][1]
@@ -256,8 +269,12 @@ class FakeKubeAPIServer:
     def _authenticated(self, handler: Handler) -> Handler:
         async def checked(request: web.Request) -> web.StreamResponse:
             self.requests.append((request.path, dict(request.query)))
-            if request.headers.get("Authorization") != f"Bearer {TOKEN}":
+            user = _certificate_user(request)  # kube-apiserver's x509 authenticator comes before its token ones
+            if user is None and request.headers.get("Authorization") == f"Bearer {TOKEN}":
+                user = USER
+            if user is None:
                 return status_response(401, "Unauthorized", "Unauthorized")
+            self.users.append(user)
             return await handler(request)
 
         return checked
@@ -270,15 +287,26 @@ class FakeKubeAPIServer:
         resource = info["resource"] + (f".{info['group']}" if "group" in info else "")
         namespace = info.get("namespace")
         if (resource, namespace) in self.forbidden:
-            where = f' in the namespace "{namespace}"' if namespace else " at the cluster scope"
-            return status_response(
-                403, "Forbidden", f'{info["resource"]} "{info["name"]}" is forbidden: User "{USER}" cannot get '
-                f'resource "{info["resource"]}" in API group "{info.get("group", "")}"{where}'
-            )  # fmt: skip
+            return self._forbidden(request, "get")
         obj = self.objects.get(resource, {}).get((namespace, info["name"]))
         if obj is None:
             return status_response(404, "NotFound", f'{info["resource"]} "{info["name"]}" not found')
-        return web.json_response(obj)
+        shape = representation(request.headers.get("Accept"), PARTIAL)
+        if shape is None:
+            return not_acceptable(request)
+        return web.json_response(partial(obj) if shape else obj)
+
+    @staticmethod
+    def _forbidden(request: web.Request, verb: str) -> web.Response:
+        """403 as RBAC's authorizer words it: the object's name for a GET, the scope asked."""
+        info = request.match_info
+        namespace = info.get("namespace")
+        where = f' in the namespace "{namespace}"' if namespace else " at the cluster scope"
+        what = f'{info["resource"]} "{info["name"]}"' if "name" in info else info["resource"]
+        return status_response(
+            403, "Forbidden", f'{what} is forbidden: User "{USER}" cannot {verb} resource "{info["resource"]}" in API '
+            f'group "{info.get("group", "")}"{where}'
+        )  # fmt: skip
 
     @web.middleware
     async def _aggregate(self, request: web.Request, handler: Handler) -> web.StreamResponse:
@@ -296,11 +324,17 @@ class FakeKubeAPIServer:
         served = self.discovery.find(resource)
         if served is None or info["version"] not in served.versions or (namespace and not served.namespaced):
             return status_response(404, "NotFound", "the server could not find the requested resource")
-        if is_true(query.get("watch")):
-            return await self._watch(request, resource, namespace, query)
-        return self._list(resource, namespace, query)
+        if (resource, namespace) in self.forbidden:
+            return self._forbidden(request, "watch" if is_true(query.get("watch")) else "list")
+        watch = is_true(query.get("watch"))
+        shape = representation(request.headers.get("Accept"), PARTIAL if watch else f"{PARTIAL}List")
+        if shape is None:
+            return not_acceptable(request)
+        if watch:
+            return await self._watch(request, resource, namespace, query, bool(shape))
+        return self._list(resource, namespace, query, bool(shape))
 
-    def _list(self, resource: str, namespace: str | None, query: dict[str, str]) -> web.Response:
+    def _list(self, resource: str, namespace: str | None, query: dict[str, str], metadata_only: bool) -> web.Response:
         if self.fail_lists:
             self.fail_lists -= 1
             return status_response(500, "InternalError", "etcdserver: request timed out")
@@ -335,11 +369,13 @@ class FakeKubeAPIServer:
         served = self.discovery.find(resource)
         kind = f"{served.kind}List" if served is not None else "List"
         api_version = f"{served.group}/{served.versions[0]}" if served is not None and served.group else "v1"
+        if metadata_only:
+            kind, api_version, items = f"{PARTIAL}List", "meta.k8s.io/v1", [partial(obj) for obj in items]
         body = {"kind": kind, "apiVersion": api_version, "metadata": metadata, "items": items}
         return web.json_response(body)
 
     async def _watch(
-        self, request: web.Request, resource: str, namespace: str | None, query: dict[str, str]
+        self, request: web.Request, resource: str, namespace: str | None, query: dict[str, str], metadata_only: bool
     ) -> web.StreamResponse:
         if self.hold_watches:
             self.held_watches += 1
@@ -351,7 +387,13 @@ class FakeKubeAPIServer:
             expired = status_body(410, "Expired", f"too old resource version: {since} ({self.compacted})")
             await resp.write(json.dumps({"type": "ERROR", "object": expired}).encode() + b"\n")
             return resp
-        watch = _Watch(resource, namespace, is_true(query.get("allowWatchBookmarks")), query.get("fieldSelector", ""))
+        watch = _Watch(
+            resource,
+            namespace,
+            is_true(query.get("allowWatchBookmarks")),
+            query.get("fieldSelector", ""),
+            metadata_only,
+        )
         if not since:
             for (ns, _), obj in self.objects.get(resource, {}).items():
                 if namespace in (None, ns) and _fields_match(obj, watch.field_selector):
@@ -369,12 +411,24 @@ class FakeKubeAPIServer:
         try:
             async with asyncio.timeout(timeout):
                 while (queued := await watch.queue.get()) is not None:
+                    if isinstance(queued, dict) and watch.metadata_only and queued["type"] != "ERROR":
+                        queued = {**queued, "object": partial(queued["object"])}
                     await resp.write(queued if isinstance(queued, bytes) else json.dumps(queued).encode() + b"\n")
         except (TimeoutError, ConnectionError):  # the client went away (it may refuse what was sent)
             pass
         finally:
             self.watches.remove(watch)
         return resp
+
+
+def _certificate_user(request: web.Request) -> str | None:
+    """The CN of the client certificate the TLS layer verified against the client CA, if one was sent."""
+    peer = request.transport.get_extra_info("peercert") if request.transport is not None else None
+    for entry in (peer or {}).get("subject", ()):
+        for key, value in entry:
+            if key == "commonName":
+                return str(value)
+    return None
 
 
 def _fields_match(obj: dict[str, Any], selector: str) -> bool:
@@ -387,6 +441,13 @@ def _fields_match(obj: dict[str, Any], selector: str) -> bool:
         if str(value) != want:
             return False
     return True
+
+
+def not_acceptable(request: web.Request) -> web.Response:
+    return status_response(
+        406, "NotAcceptable", f"only the following media types are accepted: application/json (asked: "
+        f"{request.headers.get('Accept')})"
+    )  # fmt: skip
 
 
 def status_response(code: int, reason: str, message: str) -> web.Response:

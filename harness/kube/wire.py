@@ -6,6 +6,11 @@ against these, so a mistake in the adapter cannot hide behind the same mistake i
 - ``status_body``: the ``Status`` object an API server answers errors with (API conventions, "Response Status Kind").
 - ``LabelSelector``: label selectors as "Labels and Selectors" defines them: equality-based (``=``, ``==``, ``!=``),
   set-based (``in``, ``notin``, ``key``, ``!key``) and the ``>``/``<`` integer comparisons, comma-separated (AND).
+- ``representation``: which representation of an object an ``Accept`` header asks for ("Retrieving large results
+  sets in chunks" and "Receiving resources as Tables" of API concepts; the metadata-only client of client-go): the
+  first media type the server can serve wins; ``application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1`` (and
+  ``...List`` for a list) asks for metadata only; ``application/json``, ``*/*`` or no header the full object; None
+  when nothing offered can be served (406).
 - ``parse_quantity``: resource quantities as "Quantity" defines them: a decimal number with a decimal-SI suffix
   (``n u m k M G T P E``), a binary suffix (``Ki Mi Gi Ti Pi Ei``) or a decimal exponent (``e3``, ``E-2``).
 """
@@ -28,6 +33,35 @@ def status_body(code: int, reason: str, message: str) -> dict[str, Any]:
         "reason": reason,
         "code": code,
     }
+
+
+PARTIAL = "PartialObjectMetadata"
+META_GROUP_VERSION = "meta.k8s.io/v1"
+
+
+def representation(accept: str | None, kind: str) -> str | None:
+    """What the ``Accept`` header asks for an answer of ``kind`` (``PartialObjectMetadata`` for one object or a watch's
+    objects, ``PartialObjectMetadataList`` for a list): ``kind`` (metadata only), "" (the full object), or None
+    (nothing it asks for)."""
+    if not accept:
+        return ""
+    for offer in accept.split(","):
+        media, *raw = (part.strip() for part in offer.split(";"))
+        params = dict(p.split("=", 1) for p in raw if "=" in p)
+        params.pop("q", None)
+        if media not in ("application/json", "application/*", "*/*"):
+            continue  # protobuf, YAML: not served here
+        wanted = params.get("as")
+        if wanted is None:
+            return ""
+        if (wanted, params.get("g"), params.get("v")) == (kind, "meta.k8s.io", "v1"):
+            return kind
+    return None
+
+
+def partial(obj: dict[str, Any]) -> dict[str, Any]:
+    """An object as ``PartialObjectMetadata``: its metadata only."""
+    return {"kind": PARTIAL, "apiVersion": META_GROUP_VERSION, "metadata": obj.get("metadata", {})}
 
 
 class SelectorError(ValueError):

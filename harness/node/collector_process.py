@@ -15,10 +15,20 @@ from pathlib import Path
 from harness.processes import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
-_WITH_LIMITS = (
-    "import sys; from collector.cli import main; from common.connections import Limits; "
-    "main(sys.argv[1:], Limits(**{!r}))"
-)
+
+
+def command(limits: Mapping[str, float] | None = None, service_account: Path | None = None) -> list[str]:
+    """The interpreter's arguments that start the collector: ``-m collector``, or its ``main`` handed ``limits``
+    (``common.connections.Limits`` fields) and the directory of a pod's service account."""
+    if not limits and service_account is None:
+        return ["-m", "collector"]
+    given = f"Limits(**{dict(limits)!r})" if limits else "None"
+    account = f", service_account=Path({str(service_account)!r})" if service_account is not None else ""
+    return [
+        "-c",
+        "import sys; from pathlib import Path; from collector.cli import main; from common.connections import Limits; "
+        f"main(sys.argv[1:], {given}{account})",
+    ]
 
 
 @contextmanager
@@ -30,17 +40,18 @@ def running_collector(
     collections: int = 2,
     limits: Mapping[str, float] | None = None,
     scheme: str = "http",
+    service_account: Path | None = None,
 ) -> Iterator[str]:
     """Start the collector on a free port and yield its URL once it has published ``collections`` collections.
 
     Its output goes to ``log`` (read it for what it said) or, when None, to a pipe read only on failure. ``limits``
     are ``common.connections.Limits`` fields, handed to the command's ``main``; ``scheme`` https for a collector
-    serving TLS (its certificate is not checked here)."""
+    serving TLS (its certificate is not checked here); ``service_account`` the directory of a pod's service account
+    (with ``env`` from ``harness/kube/threaded.py``: the collector reads the API as in a pod)."""
     port = free_port()
     out = log.open("wb") if log is not None else subprocess.PIPE
-    command = ["-c", _WITH_LIMITS.format(dict(limits))] if limits else ["-m", "collector"]
     proc = subprocess.Popen(
-        [sys.executable, *command, "-a", f"127.0.0.1:{port}", *args],
+        [sys.executable, *command(limits, service_account), "-a", f"127.0.0.1:{port}", *args],
         cwd=ROOT,
         env={**os.environ, "NODE_NAME": "sim-node", **(env or {})},
         stdout=out,

@@ -14,6 +14,7 @@ from pytest_aiohttp import AiohttpClient
 from collector.cli import Node, background_work, build_node
 from collector.collection import Collection
 from collector.counters.configmap import ConfigMapCounters, ConfigMapRef
+from collector.kube.config import KubeAccess
 from collector.nvml.reader import CycleResult, NvmlReader
 from collector.self_metrics import Background
 from collector.server import create_app
@@ -100,7 +101,7 @@ def test_every_background_task_is_supervised_and_reports_its_source(tmp_path: Pa
     )  # fmt: skip
     nvml, background = SimulatedNvml(1), Background()
     counters = ConfigMapCounters(
-        ConfigMapRef("gpuscale", "counters"), None, 30.0, source=background.sources.add("x", 60)
+        ConfigMapRef("gpuscale", "counters"), KubeAccess(), 30.0, source=background.sources.add("x", 60)
     )
     node: Node = build_node(settings, nvml, True, background=background)
     work = {w.name: w for w in background_work(settings, node, counters, nvml, create_app(node.collection))}

@@ -6,9 +6,8 @@ import contextlib
 import re
 import subprocess
 import sys
-import threading
 import time
-from collections.abc import AsyncIterator, Coroutine, Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,8 +16,10 @@ import pytest
 from collector.counters.configmap import ConfigMapCounters, ConfigMapRef, parse_configmap_ref
 from collector.counters.source import counters_file
 from collector.errors import ConfigError
-from collector.kube.client import api_client
+from collector.kube.client import KubeClient
+from collector.kube.config import KubeAccess
 from harness.kube.api import FakeKubeAPIServer
+from harness.kube.threaded import ThreadedApiServer
 from harness.node.collector_process import ROOT, running_collector, scrape
 
 REF = ConfigMapRef("monitoring", "gpu-metrics")
@@ -58,8 +59,8 @@ async def api() -> AsyncIterator[FakeKubeAPIServer]:
 
 
 async def _read(api: FakeKubeAPIServer, tmp_path: Path) -> str:
-    source = ConfigMapCounters(REF, str(api.kubeconfig(tmp_path / "kubeconfig")), refresh=0)
-    client = await api_client(str(tmp_path / "kubeconfig"))
+    source = ConfigMapCounters(REF, KubeAccess(str(api.kubeconfig(tmp_path / "kubeconfig"))), refresh=0)
+    client = KubeClient(KubeAccess(str(tmp_path / "kubeconfig")).config())
     try:
         return await source.read(client)
     finally:
@@ -106,9 +107,9 @@ async def test_an_unreachable_api_is_a_clear_error(tmp_path: Path) -> None:
         await _read(server, tmp_path)
 
 
-async def test_no_kubernetes_configuration_is_a_clear_error(tmp_path: Path) -> None:
+def test_no_kubernetes_configuration_is_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"no Kubernetes API configuration .* --kubeconfig or \$KUBECONFIG"):
-        await api_client(str(tmp_path / "missing-kubeconfig"))
+        KubeAccess(str(tmp_path / "missing-kubeconfig")).config()
 
 
 async def until(check: Any, timeout: float = 10.0) -> None:
@@ -121,7 +122,7 @@ async def test_changes_are_read_again_and_failures_keep_the_last_counters(
     api: FakeKubeAPIServer, tmp_path: Path
 ) -> None:
     api.put("configmaps", "gpu-metrics", namespace="monitoring", data={"metrics": UTIL_ONLY})
-    source = ConfigMapCounters(REF, str(api.kubeconfig(tmp_path / "kubeconfig")), refresh=0.3)
+    source = ConfigMapCounters(REF, KubeAccess(str(api.kubeconfig(tmp_path / "kubeconfig"))), refresh=0.3)
     task = asyncio.create_task(source.run())
     try:
         await until(source.changed)  # the first read
@@ -140,7 +141,7 @@ async def test_changes_are_read_again_and_failures_keep_the_last_counters(
         await until(source.changed)
         assert [c.field for c in source.load().counters] == ["DCGM_FI_DEV_GPU_UTIL"]
         # with no refresh interval it is read only when asked (SIGHUP)
-        idle = ConfigMapCounters(REF, str(tmp_path / "kubeconfig"), refresh=0)
+        idle = ConfigMapCounters(REF, KubeAccess(str(tmp_path / "kubeconfig")), refresh=0)
         idle_task = asyncio.create_task(idle.run())
         await asyncio.sleep(0.5)
         assert not idle.changed()
@@ -164,50 +165,28 @@ def test_without_f_dcgm_exporters_default_path_is_read_when_a_file_is_there(tmp_
     assert counters_file(str(tmp_path / "mine.csv"), str(default)).path == str(tmp_path / "mine.csv")  # -f wins
 
 
-class LoopThread:
-    """An event loop on a thread of its own, for a server the test's own thread must not block."""
-
-    def __init__(self) -> None:
-        self.loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self.loop.run_forever, daemon=True)
-        self._thread.start()
-
-    def run(self, coro: Coroutine[Any, Any, Any]) -> Any:
-        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(30)
-
-    def close(self) -> None:
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self._thread.join(timeout=10)
-        self.loop.close()
-
-
 @pytest.fixture
-def api_thread() -> Iterator[tuple[FakeKubeAPIServer, LoopThread]]:
-    """The stand-in API server on a loop of its own, so that this test's thread can wait on a collector process."""
-    loop = LoopThread()
-    server = FakeKubeAPIServer()
-    loop.run(server.start())
-    yield server, loop
-    loop.run(server.stop())
-    loop.close()
+def api_thread(tmp_path: Path) -> Iterator[ThreadedApiServer]:
+    """The stand-in API server (HTTPS) on a loop of its own, so that this test's thread can wait on a collector."""
+    with ThreadedApiServer(tmp_path / "apiserver") as api:
+        yield api
 
 
-def test_the_command_line_serves_the_configmaps_counters_and_follows_its_changes(
-    api_thread: tuple[FakeKubeAPIServer, LoopThread], tmp_path: Path
+def test_in_a_pod_the_command_line_serves_the_configmaps_counters_and_follows_its_changes(
+    api_thread: ThreadedApiServer, tmp_path: Path
 ) -> None:
-    api, loop = api_thread
+    def put(text: str) -> None:
+        api_thread.put("configmaps", "gpu-metrics", namespace="monitoring", data={"metrics": text})
 
-    async def put(text: str) -> None:
-        api.put("configmaps", "gpu-metrics", namespace="monitoring", data={"metrics": text})
-
-    loop.run(put(UTIL_ONLY))
-    kubeconfig = str(api.kubeconfig(tmp_path / "kubeconfig"))
+    put(UTIL_ONLY)
+    account = tmp_path / "serviceaccount"
+    env = api_thread.service_account(account)  # read as in a pod: its service account, no kubeconfig
     with running_collector("--simulate-gpus", "1", "-c", "200", "-m", "monitoring:gpu-metrics",
-                           "--kubeconfig", kubeconfig, "--configmap-refresh", "300") as url:  # fmt: skip
+                           "--configmap-refresh", "300", env=env, service_account=account) as url:  # fmt: skip
         body, _ = scrape(url)
         assert "DCGM_FI_DEV_GPU_UTIL{" in body
         assert "DCGM_FI_DEV_GPU_TEMP{" not in body
-        loop.run(put(UTIL_AND_TEMP))
+        put(UTIL_AND_TEMP)
         deadline = time.monotonic() + 15
         while "DCGM_FI_DEV_GPU_TEMP{" not in (body := scrape(url)[0]):
             assert "DCGM_FI_DEV_GPU_UTIL{" in body  # never an empty page in between
@@ -221,21 +200,19 @@ def test_the_command_line_serves_the_configmaps_counters_and_follows_its_changes
      ("no key", "has no 'metrics' key")],
 )  # fmt: skip
 def test_the_command_line_stops_with_a_clear_error_when_the_configmap_cannot_be_used(
-    api_thread: tuple[FakeKubeAPIServer, LoopThread], tmp_path: Path, setup: str, message: str
+    api_thread: ThreadedApiServer, tmp_path: Path, setup: str, message: str
 ) -> None:
-    api, loop = api_thread
-
-    async def arrange() -> None:
+    def arrange(api: FakeKubeAPIServer) -> None:
         if setup != "absent":
             key = "metrics" if setup == "forbidden" else "counters"
             api.put("configmaps", "gpu-metrics", namespace="monitoring", data={key: UTIL_ONLY})
         if setup == "forbidden":
             api.forbidden.add(("configmaps", "monitoring"))
 
-    loop.run(arrange())
+    api_thread.call(arrange)
     result = subprocess.run(
         [sys.executable, "-m", "collector", "--simulate-gpus", "1", "-m", "monitoring:gpu-metrics",
-         "--kubeconfig", str(api.kubeconfig(tmp_path / "kubeconfig"))],
+         "--kubeconfig", str(api_thread.kubeconfig(tmp_path / "kubeconfig"))],
         cwd=ROOT, capture_output=True, text=True, timeout=60,
     )  # fmt: skip
     assert result.returncode == 2

@@ -4,25 +4,22 @@ instances without -k, HPC job files and XID labels."""
 
 from __future__ import annotations
 
-import asyncio
 import os
 import subprocess
 import sys
-import threading
 import time
 import urllib.request
-from collections.abc import Coroutine, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from collector.pods.labels import RESERVED
 from collector.simulation.nvml import SimulatedNvml
-from harness.kube.api import FakeKubeAPIServer
+from harness.kube.threaded import ThreadedApiServer
 from harness.node.kubelet import DraClaim, FakePod, PodResourcesServer, gpu_pod
 from harness.processes import free_port
 from harness.stores.prometheus import run_prometheus
@@ -33,33 +30,6 @@ UUIDS = SimulatedNvml(2).uuids()
 POD_UID = ("--kubernetes-enable-pod-uid",)
 LABEL_OPTIONS = (*POD_UID, "--kubernetes-enable-pod-labels", "--kubernetes-pod-label-allowlist-regex",
                  r"^app\.kubernetes\.io/,team")  # fmt: skip
-T = TypeVar("T")
-
-
-class ApiServer:
-    """The Kubernetes API stand-in on a loop of its own, so the test can change objects while the collector runs."""
-
-    def __init__(self) -> None:
-        self.server = FakeKubeAPIServer()
-        self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
-        self._thread.start()
-        self._run(self.server.start())
-
-    def _run(self, coro: Coroutine[Any, Any, T]) -> T:
-        return asyncio.run_coroutine_threadsafe(coro, self._loop).result(30)
-
-    def put(self, resource: str, name: str, **fields: Any) -> None:
-        async def put() -> None:  # on the server's loop: it wakes its watches
-            self.server.put(resource, name, **fields)
-
-        self._run(put())
-
-    def close(self) -> None:
-        self._run(self.server.stop())
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join(10)
-        self._loop.close()
 
 
 @dataclass
@@ -108,9 +78,9 @@ def collector(tmp_path: Path, *args: str) -> Iterator[Collector]:
 
 
 @pytest.fixture
-def cluster(tmp_path: Path) -> Iterator[tuple[ApiServer, PodResourcesServer, list[str]]]:
+def cluster(tmp_path: Path) -> Iterator[tuple[ThreadedApiServer, PodResourcesServer, list[str]]]:
     """Two pods on this node: one holds GPU 0 through the device plugin, one GPU 1 through a DRA claim."""
-    api = ApiServer()
+    api = ThreadedApiServer().start()
     kubelet = PodResourcesServer(str(tmp_path / "kubelet.sock")).start()
     try:
         labels = {"app.kubernetes.io/name": "trainer", "team": "ml", "secret-token": "s3cr3t"}
@@ -136,7 +106,7 @@ def cluster(tmp_path: Path) -> Iterator[tuple[ApiServer, PodResourcesServer, lis
 
 @pytest.mark.prometheus
 def test_pod_labels_uids_and_dra_gpus_reach_prometheus(
-    tmp_path: Path, cluster: tuple[ApiServer, PodResourcesServer, list[str]]
+    tmp_path: Path, cluster: tuple[ThreadedApiServer, PodResourcesServer, list[str]]
 ) -> None:
     api, _, args = cluster
     with (
@@ -163,7 +133,7 @@ def test_pod_labels_uids_and_dra_gpus_reach_prometheus(
 
 @pytest.mark.prometheus
 def test_pod_labels_named_as_the_collectors_own_keep_the_scrape_valid(
-    tmp_path: Path, cluster: tuple[ApiServer, PodResourcesServer, list[str]]
+    tmp_path: Path, cluster: tuple[ThreadedApiServer, PodResourcesServer, list[str]]
 ) -> None:
     """A pod labelled ``pod``, ``namespace``, ``pod_uid``, ``dra_claim_name``... would repeat a label name in its
     series, and Prometheus would refuse the node's whole scrape: each is served as ``label_<name>``."""
@@ -186,7 +156,7 @@ def test_pod_labels_named_as_the_collectors_own_keep_the_scrape_valid(
 
 
 def test_without_the_options_pods_keep_only_their_names_and_dra_claims_are_ignored(
-    tmp_path: Path, cluster: tuple[ApiServer, PodResourcesServer, list[str]]
+    tmp_path: Path, cluster: tuple[ThreadedApiServer, PodResourcesServer, list[str]]
 ) -> None:
     _, _, args = cluster
     with collector(tmp_path, *args) as c:

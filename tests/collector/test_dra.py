@@ -1,6 +1,8 @@
 """GPUs held through Dynamic Resource Allocation: the kubelet's dynamic resources over real gRPC, mapped to GPUs
 through this node's ResourceSlices, attached to pods like device-plugin GPUs."""
 
+import asyncio
+import contextlib
 import logging
 from collections.abc import Iterator
 from pathlib import Path
@@ -8,9 +10,12 @@ from typing import Any
 
 import pytest
 
+from collector.kube.config import KubeAccess
 from collector.pods.device_ids import DeviceRef
 from collector.pods.pod_resources import Owner, PodResourcesClient
-from collector.pods.resource_slices import DraDevice, devices_of
+from collector.pods.resource_slices import DraDevice, KubeResourceSlices, devices_of
+from harness.kube.api import FakeKubeAPIServer
+from harness.kube.discovery import Served
 from harness.node.kubelet import DraClaim, FakePod, PodResourcesServer, gpu_pod
 
 GPU0 = "GPU-8265e87e-95f8-2238-161a-22c2ab522eda"
@@ -139,3 +144,32 @@ def test_nothing_is_reported_unknown_before_the_slices_are_listed(
         assert {a.owner.pod for a in client.fetch()} == {"plugin"}
     assert not [r for r in caplog.records if "ResourceSlice" in r.getMessage()]
     client.close()
+
+
+async def test_the_slices_are_watched_at_the_newest_version_the_api_server_serves(tmp_path: Path) -> None:
+    """A 1.32 cluster serves ResourceSlices as v1beta1 only: v1 and v1beta2 answer 404 and the next is asked."""
+    api = FakeKubeAPIServer()
+    api.discovery.add(
+        Served("resource.k8s.io", ("v1beta1",), "resourceslices", "resourceslice", "ResourceSlice", False)
+    )
+    old = {"nodeName": "node-a", "driver": "gpu.nvidia.com", "pool": {"name": "node-a"},
+           "devices": [{"name": "gpu-0", "basic": {"attributes": {"type": {"string": "gpu"},
+                                                                  "uuid": {"string": GPU0}}}}]}  # fmt: skip
+    api.put("resourceslices.resource.k8s.io", "node-a-gpu", spec=old)
+    api.put("resourceslices.resource.k8s.io", "node-b-gpu", spec={**old, "nodeName": "node-b"})
+    await api.start()
+    slices = KubeResourceSlices("node-a", KubeAccess(str(api.kubeconfig(tmp_path / "kubeconfig"))))
+    task = asyncio.create_task(slices.run())
+    try:
+        async with asyncio.timeout(20):
+            while not slices.synced:
+                await asyncio.sleep(0.05)
+        assert slices.lookup("node-a", "gpu-0") == DraDevice(DeviceRef(gpu_uuid=GPU0))
+        asked = [path.split("/")[3] for path, _ in api.requests]
+        assert asked[:3] == ["v1", "v1beta2", "v1beta1"]
+        assert set(asked[3:]) == {"v1beta1"}  # the watch, and any LIST after, stay there
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        await api.stop()

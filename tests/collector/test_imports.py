@@ -1,17 +1,23 @@
 """Libraries only some flags need are imported only when those flags are given: each costs resident memory
-(gRPC ~10 MiB, cryptography ~8 MiB, the Kubernetes client ~39 MiB; docs/collector-bench.md)."""
+(gRPC ~10 MiB, cryptography ~8 MiB; docs/collector-bench.md). The Kubernetes client library (~39 MiB) and
+prometheus_client (~1 MiB) are never imported: the collector's own client reads the API (YAML only for a kubeconfig,
+never in a pod) and it renders its own pages."""
 
 from __future__ import annotations
 
 import json
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from harness.kube.api import USER
+from harness.kube.threaded import ThreadedApiServer
+
 ROOT = Path(__file__).resolve().parents[2]
-HEAVY = {"grpc", "google", "kubernetes_asyncio", "cryptography", "bcrypt", "yaml", "re2"}
+HEAVY = {"grpc", "google", "kubernetes_asyncio", "cryptography", "bcrypt", "yaml", "re2", "prometheus_client"}
 
 _BUILD = """
 import json, sys
@@ -24,11 +30,39 @@ print(json.dumps(sorted({name.split(".")[0] for name in sys.modules})))
 """
 
 
-def loaded(*args: str) -> set[str]:
+# the parts built, then every Kubernetes read made: the -m ConfigMap read, the pod and ResourceSlice watches synced
+_READ = """
+import asyncio, json, sys
+from pathlib import Path
+from collector.cli import build_node, choose_nvml, counters_source
+from collector.kube.config import KubeAccess
+from collector.settings import parse_settings
+settings = parse_settings(sys.argv[2:], env={"NODE_NAME": "node-a"})
+kube = KubeAccess(settings.kubeconfig, Path(sys.argv[1]))
+nvml, simulated = choose_nvml(settings)
+counters = counters_source(settings, kube=kube)
+node = build_node(settings, nvml, simulated, counters=counters, kube=kube)
+
+async def synced():
+    tasks = [asyncio.create_task(node.directory.run()), asyncio.create_task(node.slices.run())]
+    async with asyncio.timeout(30):
+        while not (node.directory.synced and node.slices.synced):
+            await asyncio.sleep(0.05)
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+
+asyncio.run(synced())
+print(json.dumps(sorted({name.split(".")[0] for name in sys.modules})))
+"""
+
+
+def loaded(*args: str, program: str = _BUILD, env: dict[str, str] | None = None) -> set[str]:
     """The top-level packages a collector process has imported once its parts are built for ``args``."""
     out = subprocess.run(
-        [sys.executable, "-c", _BUILD, *args], cwd=ROOT, capture_output=True, text=True, timeout=60, check=True
+        [sys.executable, "-c", program, *args], cwd=ROOT, capture_output=True, text=True, timeout=60, env=env
     )
+    assert out.returncode == 0, out.stderr
     return set(json.loads(out.stdout.splitlines()[-1])) & HEAVY
 
 
@@ -51,3 +85,34 @@ def test_a_simulation_spec_brings_yaml(tmp_path: Path) -> None:
     spec = tmp_path / "gpus.yaml"
     spec.write_text("gpus: 1\n")
     assert "yaml" in loaded("--simulate-spec", str(spec))
+
+
+@pytest.fixture
+def api(tmp_path: Path) -> Iterator[ThreadedApiServer]:
+    """Over HTTPS: a pod on node-a, its DRA ResourceSlice and a counters ConfigMap."""
+    with ThreadedApiServer(tmp_path / "apiserver") as api:
+        api.put("pods", "trainer", labels={"app": "x"}, namespace="ml", uid="uid-1", spec={"nodeName": "node-a"})
+        api.put("resourceslices.resource.k8s.io", "node-a-gpu", spec={"nodeName": "node-a", "driver": "gpu.nvidia.com"})
+        api.put("configmaps", "counters", namespace="gpuscale", data={"metrics": "DCGM_FI_DEV_GPU_UTIL, gauge, x\n"})
+        yield api
+
+
+KUBE = ["-k", "--kubernetes-enable-pod-labels", "--kubernetes-enable-dra", "-m", "gpuscale:counters",
+        "--pod-resources-kubelet-socket", "/nonexistent.sock", "--simulate-gpus", "2"]  # fmt: skip
+
+
+def test_in_a_pod_every_kubernetes_read_is_made_without_the_client_library_or_yaml(
+    api: ThreadedApiServer, tmp_path: Path
+) -> None:
+    account = tmp_path / "serviceaccount"
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), **api.service_account(account)}
+    assert loaded(str(account), *KUBE, program=_READ, env=env) == {"grpc", "google"}
+    assert api.server.users
+    assert set(api.server.users) == {USER}  # the service account's token
+
+
+def test_with_a_kubeconfig_only_yaml_is_added(api: ThreadedApiServer, tmp_path: Path) -> None:
+    kubeconfig = api.kubeconfig(tmp_path / "kubeconfig")
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
+    args = [str(tmp_path / "no-account"), *KUBE, "--kubeconfig", str(kubeconfig)]
+    assert loaded(*args, program=_READ, env=env) == {"grpc", "google", "yaml"}

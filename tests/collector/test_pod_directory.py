@@ -2,14 +2,17 @@
 
 import asyncio
 import contextlib
+import json
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import pytest
 
+from collector.kube.config import KubeAccess
 from collector.pods.directory import KubePodDirectory
 from common.freshness import Freshness
 from harness.kube.api import FakeKubeAPIServer
+from harness.kube.wire import status_body
 from harness.node.collector_process import running_collector
 
 
@@ -34,7 +37,7 @@ async def until(check: Callable[[], bool], timeout: float = 10.0) -> None:
 async def test_lists_then_watches_the_pods_of_its_node(api: FakeKubeAPIServer, tmp_path: Path) -> None:
     pod(api, "a", "node-a", "uid-a")
     pod(api, "elsewhere", "node-b", "uid-b")
-    directory = KubePodDirectory("node-a", str(api.kubeconfig(tmp_path / "kubeconfig")))
+    directory = KubePodDirectory("node-a", KubeAccess(str(api.kubeconfig(tmp_path / "kubeconfig"))))
     task = asyncio.create_task(directory.run())
     try:
         await until(lambda: directory.synced)
@@ -63,7 +66,7 @@ async def test_an_unreachable_api_is_counted_and_retried(tmp_path: Path) -> None
     await server.start()
     kubeconfig = server.kubeconfig(tmp_path / "kubeconfig")
     await server.stop()  # nothing listens there any more
-    directory = KubePodDirectory("node-a", str(kubeconfig))
+    directory = KubePodDirectory("node-a", KubeAccess(str(kubeconfig)))
     task = asyncio.create_task(directory.run())
     try:
         await until(lambda: sum(directory.errors.values()) >= 1)
@@ -79,7 +82,7 @@ async def test_a_refused_list_is_counted_by_its_status(api: FakeKubeAPIServer, t
     text = kubeconfig.read_text()
     assert "token" in text
     kubeconfig.write_text(text.replace("token: ", "token: not-", 1))  # the API server answers 401
-    directory = KubePodDirectory("node-a", str(kubeconfig))
+    directory = KubePodDirectory("node-a", KubeAccess(str(kubeconfig)))
     task = asyncio.create_task(directory.run())
     try:
         await until(lambda: sum(directory.errors.values()) >= 1)
@@ -112,7 +115,7 @@ async def test_a_watch_the_server_never_answers_is_given_up_and_the_pods_listed_
     pod(api, "a", "node-a", "uid-a")
     api.hold_watches = True
     source = Freshness("pod-directory", 60.0)
-    directory = KubePodDirectory("node-a", str(api.kubeconfig(tmp_path / "kubeconfig")), None, source, 0.5)
+    directory = KubePodDirectory("node-a", KubeAccess(str(api.kubeconfig(tmp_path / "kubeconfig"))), None, source, 0.5)
     task = asyncio.create_task(directory.run())
     try:
         await until(lambda: directory.synced)
@@ -129,7 +132,7 @@ async def test_a_watch_the_server_never_answers_is_given_up_and_the_pods_listed_
 async def test_a_bookmark_moves_the_version_on_and_names_no_pod(api: FakeKubeAPIServer, tmp_path: Path) -> None:
     pod(api, "a", "node-a", "uid-a")
     source = Freshness("pod-directory", 60.0)
-    directory = KubePodDirectory("node-a", str(api.kubeconfig(tmp_path / "kubeconfig")), None, source)
+    directory = KubePodDirectory("node-a", KubeAccess(str(api.kubeconfig(tmp_path / "kubeconfig"))), None, source)
     task = asyncio.create_task(directory.run())
     try:
         await until(lambda: directory.synced and len(api.watches) == 1)
@@ -150,11 +153,66 @@ async def test_a_refused_list_makes_the_source_fail(api: FakeKubeAPIServer, tmp_
     kubeconfig = api.kubeconfig(tmp_path / "kubeconfig")
     kubeconfig.write_text(kubeconfig.read_text().replace("token: ", "token: not-", 1))  # answered 401
     source = Freshness("pod-directory", 60.0)
-    directory = KubePodDirectory("node-a", str(kubeconfig), None, source)
+    directory = KubePodDirectory("node-a", KubeAccess(str(kubeconfig)), None, source)
     task = asyncio.create_task(directory.run())
     try:
         await until(lambda: source.failing_since is not None)
         assert source.error == "Kubernetes API failed (HTTP401: 401 Unauthorized)"
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
+async def test_a_pod_larger_than_a_read_buffer_comes_through_the_watch(api: FakeKubeAPIServer, tmp_path: Path) -> None:
+    """A pod's JSON may run to megabytes (long commands, large annotations): one such event must not break the
+    watch, which would then fail again after every LIST for as long as the pod lives."""
+    directory = KubePodDirectory("node-a", KubeAccess(str(api.kubeconfig(tmp_path / "kubeconfig"))))
+    task = asyncio.create_task(directory.run())
+    try:
+        await until(lambda: directory.synced and len(api.watches) == 1)
+        api.put("pods", "big", namespace="ml", uid="uid-big", spec={"nodeName": "node-a", "note": "x" * 3_000_000})
+        await until(lambda: directory.lookup("uid-big") == ("ml", "big"))
+        assert not directory.errors
+        assert api.count("/api/v1/pods") == 1
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
+async def test_an_error_event_is_counted_by_its_code_and_the_pods_listed_again(
+    api: FakeKubeAPIServer, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    directory = KubePodDirectory("node-a", KubeAccess(str(api.kubeconfig(tmp_path / "kubeconfig"))))
+    task = asyncio.create_task(directory.run())
+    try:
+        await until(lambda: directory.synced and len(api.watches) == 1)
+        error = {"type": "ERROR", "object": status_body(500, "InternalError", "etcdserver: leader changed")}
+        assert api.inject("pods", json.dumps(error).encode() + b"\n") == 1
+        await until(lambda: api.count("/api/v1/pods") == 2)  # after the back-off
+        assert directory.errors == {"HTTP500": 1}
+        assert "(HTTP500: 500 InternalError: etcdserver: leader changed)" in caplog.text
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
+async def test_a_forbidden_list_says_which_permission_is_missing(
+    api: FakeKubeAPIServer, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    api.forbidden.add(("pods", None))
+    source = Freshness("pod-directory", 60.0)
+    directory = KubePodDirectory("node-a", KubeAccess(str(api.kubeconfig(tmp_path / "kubeconfig"))), None, source)
+    task = asyncio.create_task(directory.run())
+    try:
+        await until(lambda: source.failing_since is not None)
+        assert source.error == (
+            'Kubernetes API failed (HTTP403: 403 Forbidden: pods is forbidden: User "system:serviceaccount:gpuscale:'
+            'gpuscale-collector" cannot list resource "pods" in API group "" at the cluster scope)'
+        )
+        assert "the collector's service account needs list and watch on pods (its ClusterRole)" in caplog.text
     finally:
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from collector.kube.config import KubeAccess
 from collector.pods.directory import KubePodDirectory, PodMeta
 from collector.pods.labels import RESERVED, PodLabelFilter, parse_allowlist, sanitize
 from harness.kube.api import FakeKubeAPIServer
@@ -85,7 +86,7 @@ async def test_the_pod_watch_keeps_uids_and_allowed_labels_current(api: FakeKube
     pod("a", "uid-a", {"app.kubernetes.io/name": "trainer", "secret": "s"})
     pod("b", "uid-b", {"app.kubernetes.io/name": "other"}, node="node-b")
     keep = PodLabelFilter(parse_allowlist("^app"))
-    directory = KubePodDirectory("node-a", str(api.kubeconfig(tmp_path / "kubeconfig")), keep)
+    directory = KubePodDirectory("node-a", KubeAccess(str(api.kubeconfig(tmp_path / "kubeconfig"))), keep)
     task = asyncio.create_task(directory.run())
     try:
         await until(lambda: directory.synced)
@@ -93,7 +94,7 @@ async def test_the_pod_watch_keeps_uids_and_allowed_labels_current(api: FakeKube
         assert directory.pod("ml", "b") is None  # another node's pod
         pod("a", "uid-a", {"app.kubernetes.io/name": "trainer-v2"})  # relabelled: the watch brings it
         await until(lambda: directory.pod("ml", "a") == PodMeta("uid-a", (("app_kubernetes_io_name", "trainer-v2"),)))
-        # by a real watch (the client asks watch=True, which the API server takes), not by listing again
+        # by a real watch, not by listing again
         assert api.count("/api/v1/pods", watch=True) >= 1
         assert api.count("/api/v1/pods") == 1
         api.delete("pods", "a", namespace="ml")
@@ -110,7 +111,7 @@ async def test_the_pod_watch_keeps_uids_and_allowed_labels_current(api: FakeKube
 
 async def test_labels_are_kept_only_when_asked_for(api: FakeKubeAPIServer, tmp_path: Path) -> None:
     api.put("pods", "a", {"app": "x"}, namespace="ml", uid="uid-a", spec={"nodeName": "node-a"})
-    directory = KubePodDirectory("node-a", str(api.kubeconfig(tmp_path / "kubeconfig")))
+    directory = KubePodDirectory("node-a", KubeAccess(str(api.kubeconfig(tmp_path / "kubeconfig"))))
     task = asyncio.create_task(directory.run())
     try:
         await until(lambda: directory.synced)

@@ -4,7 +4,7 @@ from decimal import Decimal
 
 import pytest
 
-from harness.kube.wire import LabelSelector, SelectorError, parse_quantity, status_body
+from harness.kube.wire import LabelSelector, SelectorError, parse_quantity, representation, status_body
 
 LABELS = {"environment": "production", "tier": "frontend", "partition": "customerA", "replicas": "3"}
 
@@ -77,3 +77,27 @@ def test_a_status_is_what_the_api_server_sends() -> None:
         "reason": "Expired",
         "code": 410,
     }
+
+
+META = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"
+META_LIST = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"
+
+
+@pytest.mark.parametrize(
+    ("accept", "kind", "served"),
+    [
+        (None, "PartialObjectMetadata", ""),  # no Accept: the object
+        ("application/json", "PartialObjectMetadataList", ""),
+        (f"{META},application/json", "PartialObjectMetadata", "PartialObjectMetadata"),  # client-go's metadata watch
+        (f"{META_LIST},application/json", "PartialObjectMetadataList", "PartialObjectMetadataList"),
+        (f"{META},application/json", "PartialObjectMetadataList", ""),  # a list asked as one object: the fallback
+        (META_LIST, "PartialObjectMetadata", None),  # and without one, nothing: 406
+        ("application/json; as=PartialObjectMetadata; g=meta.k8s.io; v=v1", "PartialObjectMetadata",
+         "PartialObjectMetadata"),  # spaces after the semicolons
+        ("application/vnd.kubernetes.protobuf;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,*/*",
+         "PartialObjectMetadata", ""),  # protobuf is not served here
+        ("application/yaml", "PartialObjectMetadata", None),
+    ],
+)  # fmt: skip
+def test_the_representation_an_accept_header_asks_for(accept: str | None, kind: str, served: str | None) -> None:
+    assert representation(accept, kind) == served
