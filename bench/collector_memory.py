@@ -41,6 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypedDict
 
+from bench.nvml_costs import DCGM_EXPORTER_DEFAULT_FILE, nvml_floor
 from collector.nvml.fields import FIELDS, LABEL_FIELDS
 from collector.simulation.nvml import SimulatedNvml
 from harness.kube.threaded import ThreadedApiServer
@@ -74,6 +75,30 @@ def default_counters_file(directory: Path) -> Path:
     path = directory / "default-counters.csv"
     path.write_text(resources.files("collector.counters").joinpath("default-counters.csv").read_text())
     return path
+
+
+def dcgm_exporter_file(directory: Path) -> Path:
+    """Every field dcgm-exporter's default counters file lists, those it enables and those it comments out."""
+    path = directory / "dcgm-exporter-default-file.csv"
+    path.write_text("".join(f"{name}, {kind}, {name}\n" for name, kind in DCGM_EXPORTER_DEFAULT_FILE))
+    return path
+
+
+COUNTERS = {"every": every_field_file, "default": default_counters_file, "dcgm-exporter": dcgm_exporter_file}
+
+
+def gpu_uuids(args: argparse.Namespace) -> list[str]:
+    """The UUIDs of the GPUs the collector reads: the machine's with ``--real``, else the simulated ones."""
+    if not args.real:
+        return SimulatedNvml(args.gpus).uuids()
+    import pynvml
+
+    pynvml.nvmlInit()
+    try:
+        return [str(pynvml.nvmlDeviceGetUUID(pynvml.nvmlDeviceGetHandleByIndex(i)))
+                for i in range(pynvml.nvmlDeviceGetCount())]  # fmt: skip
+    finally:
+        pynvml.nvmlShutdown()
 
 
 def pod_labels(i: int) -> dict[str, str]:
@@ -124,12 +149,12 @@ class Kubernetes:
 
 
 @contextlib.contextmanager
-def kubernetes(directory: Path, pods: int, gpus: int, how: str) -> Iterator[Kubernetes]:
-    """The API stand-in with ``pods`` pods on the node, and the kubelet giving the first ``gpus`` a GPU each."""
+def kubernetes(directory: Path, pods: int, uuids: list[str], how: str) -> Iterator[Kubernetes]:
+    """The API stand-in with ``pods`` pods on the node, and the kubelet giving the first ones a GPU each."""
+    gpus = len(uuids)
     with ThreadedApiServer(directory / "apiserver") as api:
         kubelet = PodResourcesServer(str(directory / "kubelet.sock")).start()
         try:
-            uuids = SimulatedNvml(gpus).uuids()
             listed = []
             for i in range(pods):
                 name = f"worker-{i}"
@@ -211,7 +236,8 @@ def run_case(
 ) -> CaseResult:
     if "-k" not in flags and "--kubernetes" not in flags:
         return measure(name, env_extra, flags, args, counters, Kubernetes())
-    with tempfile.TemporaryDirectory() as scratch, kubernetes(Path(scratch), args.pods, args.gpus, args.kube) as kube:
+    uuids = gpu_uuids(args)
+    with tempfile.TemporaryDirectory() as scratch, kubernetes(Path(scratch), args.pods, uuids, args.kube) as kube:
         return measure(name, env_extra, flags, args, counters, kube)
 
 
@@ -221,7 +247,8 @@ def measure(
     port = free_port()
     tree = Path(args.tree).resolve()
     env = {**os.environ, "PYTHONPATH": str(tree), **kube.env, **env_extra}
-    start = [sys.executable, *command(service_account=kube.service_account), "--simulate-gpus", str(args.gpus)]
+    simulated = [] if args.real else ["--simulate-gpus", str(args.gpus)]
+    start = [sys.executable, *command(service_account=kube.service_account), *simulated]
     log = counters.parent / f"collector-{port}.log"
     with log.open("wb") as out:
         proc = subprocess.Popen(
@@ -241,7 +268,7 @@ def measure(
                 time.sleep(0.2)
         body = wait_cycles(conn, args.warmup, 120)
         if kube.env:
-            body = wait_for_pods(conn, min(args.gpus, args.pods), log)
+            body = wait_for_pods(conn, min(len(gpu_uuids(args)), args.pods), log)
         series = sum(1 for line in body.splitlines() if line.startswith(b"DCGM_"))
         pod_series = sum(1 for line in body.splitlines() if line.startswith(b"DCGM_") and b'pod="' in line)
         warm = memory(proc.pid)
@@ -287,10 +314,12 @@ def main() -> None:
     parser.add_argument("--case", action="append", help="name[:VAR=value,...][:flags]; repeatable")
     parser.add_argument(
         "--counters",
-        choices=("every", "default"),
+        choices=tuple(COUNTERS),
         default="every",
-        help="every field the collector serves, or the built-in default counters file",
+        help="every field the collector serves, the built-in default counters file, or every field "
+        "dcgm-exporter's default file lists",
     )
+    parser.add_argument("--real", action="store_true", help="the machine's GPUs instead of --gpus simulated ones")
     parser.add_argument("--pods", type=int, default=64, help="pods on the node, for cases with -k")
     parser.add_argument(
         "--kube",
@@ -307,16 +336,24 @@ def main() -> None:
         f"machine: {platform.machine()}, {os.cpu_count()} CPUs ({model}), {platform.platform()}, "
         f"Python {platform.python_version()}"
     )
-    fields = "every field enabled" if args.counters == "every" else "the default counters file"
+    fields = {"every": "every field enabled", "default": "the default counters file"}.get(
+        args.counters, "every field of dcgm-exporter's default file"
+    )
+    gpus = f"{len(gpu_uuids(args))} real GPU(s)" if args.real else f"{args.gpus} simulated GPUs"
+    if args.real:
+        print(
+            "NVML's own floor, each in a new interpreter: "
+            + ", ".join(f"{what} {mib:.1f}" for what, mib in nvml_floor())
+        )
     print(
-        f"{args.gpus} simulated GPUs, {fields}; with -k {args.pods} pods on the node ({args.kube}); collector of "
+        f"{gpus}, {fields}; with -k {args.pods} pods on the node ({args.kube}); collector of "
         f"{args.tree}; readings after {args.warmup} cycles (warm), after {args.scrapes} scrapes (scraped) and "
         f"{args.cycles} cycles later (later); MiB\n"
     )
     print("| case | DCGM series | with a pod | body (bytes) | when | RSS | PSS | USS | anonymous | peak RSS |")
     print("|---|---|---|---|---|---|---|---|---|---|")
     with tempfile.TemporaryDirectory() as tmp:
-        counters = every_field_file(Path(tmp)) if args.counters == "every" else default_counters_file(Path(tmp))
+        counters = COUNTERS[args.counters](Path(tmp))
         for name, env, flags in cases:
             r = run_case(name, env, flags, args, counters)
             for when, m in (("warm", r["warm"]), ("scraped", r["scraped"]), ("later", r["later"])):
