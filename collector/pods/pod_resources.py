@@ -17,17 +17,20 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
-import grpc
+from google.protobuf.message import DecodeError
 
 from collector.errors import PodResourcesError
+from collector.pods import grpc_unary
 from collector.pods.device_ids import DeviceRef, parse_device_id
-from collector.pods.podresources import api_pb2, api_pb2_grpc
+from collector.pods.podresources import api_pb2
 from collector.pods.resource_slices import GPU_DRIVER, DraDevice
 from common.freshness import Freshness
 from common.log_limit import LogLimit, left_out
 from common.supervisor import Guard, Supervised
 
 log = logging.getLogger(__name__)
+
+LIST = "/v1.PodResourcesLister/List"  # the kubelet's pod-resources v1 API (podresources/api.proto)
 
 GPU_RESOURCES = frozenset({"nvidia.com/gpu", "nvidia.com/gpu.shared"})
 MIG_PREFIX = "nvidia.com/mig-"
@@ -81,8 +84,6 @@ class PodResourcesClient:
         self._extra = frozenset(resource_names)
         self._timeout = timeout
         self._dra = dra
-        self._channel: grpc.Channel | None = None
-        self._stub: api_pb2_grpc.PodResourcesListerStub | None = None
         self._unknown_ids: set[str] = set()
 
     def is_gpu_resource(self, name: str) -> bool:
@@ -90,17 +91,16 @@ class PodResourcesClient:
 
     def fetch(self) -> list[Assignment]:
         self._check_socket()
-        if self._stub is None:
-            self._channel = grpc.insecure_channel(f"unix://{self.socket_path}")
-            self._stub = api_pb2_grpc.PodResourcesListerStub(self._channel)  # type: ignore[no-untyped-call]
+        request = api_pb2.ListPodResourcesRequest().SerializeToString()
         try:
-            response = self._stub.List(api_pb2.ListPodResourcesRequest(), timeout=self._timeout)
-        except grpc.RpcError as e:
-            code = e.code() if hasattr(e, "code") else None
-            kind = code.name if code is not None else "RpcError"
-            detail = e.details() if hasattr(e, "details") else str(e)
-            self.close()  # a fresh channel next time: the kubelet may have restarted and made a new socket
-            raise PodResourcesError(kind, f"List on {self.socket_path} failed: {kind}: {detail}") from e
+            answer = grpc_unary.call(self.socket_path, LIST, request, self._timeout)
+            response = api_pb2.ListPodResourcesResponse.FromString(answer)
+        except grpc_unary.GrpcError as e:
+            raise PodResourcesError(e.code, f"List on {self.socket_path} failed: {e}") from e
+        except DecodeError as e:
+            raise PodResourcesError(
+                "DATA_LOSS", f"List on {self.socket_path}: not a ListPodResourcesResponse: {e}"
+            ) from e
         return self._assignments(response)
 
     def _check_socket(self) -> None:
@@ -169,12 +169,6 @@ class PodResourcesClient:
             owner.pod,
             why,
         )
-
-    def close(self) -> None:
-        if self._channel is not None:
-            self._channel.close()
-        self._channel = None
-        self._stub = None
 
 
 class PodResourcesWatcher:
@@ -257,4 +251,3 @@ class PodResourcesWatcher:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=5)
-        self._client.close()

@@ -125,13 +125,11 @@ def test_dra_claims_become_assignments_with_the_claim_as_labels(
     unknown = [r.getMessage() for r in caplog.records if "'node-a/gpu-9'" in r.getMessage()]
     assert len(unknown) == 1  # once, however often it is listed
     assert "DRA claim ml/old (pod ml/gone) is in no ResourceSlice of gpu.nvidia.com" in unknown[0]
-    client.close()
 
 
 def test_without_the_flag_dynamic_resources_are_ignored(kubelet: PodResourcesServer) -> None:
     client = PodResourcesClient(kubelet.socket_path)
     assert {a.owner.pod for a in client.fetch()} == {"plugin"}
-    client.close()
 
 
 def test_nothing_is_reported_unknown_before_the_slices_are_listed(
@@ -143,7 +141,6 @@ def test_nothing_is_reported_unknown_before_the_slices_are_listed(
     with caplog.at_level(logging.WARNING):
         assert {a.owner.pod for a in client.fetch()} == {"plugin"}
     assert not [r for r in caplog.records if "ResourceSlice" in r.getMessage()]
-    client.close()
 
 
 async def test_the_slices_are_watched_at_the_newest_version_the_api_server_serves(tmp_path: Path) -> None:

@@ -102,7 +102,6 @@ def test_list_turns_pods_into_gpu_assignments(kubelet: PodResourcesServer, caplo
     unknown = [r for r in caplog.records if "'???'" in r.getMessage()]
     assert len(unknown) == 1  # logged once, however often it is listed
     assert "pod ml/weird" in unknown[0].getMessage()
-    client.close()
 
 
 def test_a_missing_socket_and_a_file_that_is_not_one(tmp_path: Path) -> None:
@@ -136,8 +135,24 @@ def test_garbage_from_the_socket_is_an_error_not_a_crash(tmp_path: Path) -> None
     with pytest.raises(PodResourcesError) as info:
         client.fetch()
     assert info.value.kind in {"UNAVAILABLE", "INTERNAL", "UNKNOWN"}
-    client.close()
     listener.close()
+
+
+def test_a_large_node_answer_comes_through_http2_flow_control(kubelet: PodResourcesServer) -> None:
+    # several megabytes: far past HTTP/2's default 64 KiB window, so the answer needs the windows the client opens
+    kubelet.pods = [gpu_pod("ml", f"pod-{i:05d}-{'x' * 200}", f"GPU-{i:08d}-0000-0000-0000-000000000000")
+                    for i in range(20_000)]  # fmt: skip
+    owners = {a.owner.pod for a in PodResourcesClient(kubelet.socket_path, timeout=10).fetch()}
+    assert len(owners) == 20_000
+    assert f"pod-19999-{'x' * 200}" in owners
+
+
+def test_the_servers_status_and_message_are_the_error(kubelet: PodResourcesServer) -> None:
+    kubelet.fail_with = grpc.StatusCode.PERMISSION_DENIED
+    with pytest.raises(PodResourcesError) as info:
+        PodResourcesClient(kubelet.socket_path).fetch()
+    assert info.value.kind == "PERMISSION_DENIED"
+    assert "scripted failure" in str(info.value)
 
 
 def test_a_hung_kubelet_costs_one_timeout(kubelet: PodResourcesServer) -> None:
@@ -147,7 +162,6 @@ def test_a_hung_kubelet_costs_one_timeout(kubelet: PodResourcesServer) -> None:
         client.fetch()
     assert info.value.kind == "DEADLINE_EXCEEDED"
     kubelet.release()
-    client.close()
 
 
 def test_watcher_keeps_the_last_map_and_counts_errors(

@@ -1,0 +1,120 @@
+"""One unary gRPC call over a unix socket: the kubelet's pod-resources ``List``, without gRPC's C core.
+
+The collector makes one kind of gRPC call, a unary ``List`` to the kubelet on its node every refresh, and gRPC's
+library cost it about 13 MB of resident memory for that (8.6 at import, the rest once its channel was open;
+docs/collector-bench.md), a fifth of the whole process. gRPC is HTTP/2 underneath: a POST of the serialized request
+behind a five-byte prefix (a compression flag, the length), answered by the response message with the same prefix,
+then trailers holding ``grpc-status`` and ``grpc-message`` (or those in the headers alone, "trailers-only", when the
+call fails at once). The framing and HPACK come from ``h2`` (pure Python, 1.3 MB). Each call opens a connection of
+its own: the kubelet may restart and make a new socket at any time, and a connection on a unix socket costs
+microseconds.
+
+Failures are reported as gRPC's own status names, as the library reported them: the server's ``grpc-status``, or
+``UNAVAILABLE`` when nothing answers or the peer is not gRPC, ``DEADLINE_EXCEEDED`` past the timeout.
+"""
+
+from __future__ import annotations
+
+import socket
+import time
+import urllib.parse
+
+import h2.config
+import h2.connection
+import h2.events
+import h2.exceptions
+
+# gRPC's status codes, by number (grpc/doc/statuscodes.md)
+STATUS_NAMES = (
+    "OK", "CANCELLED", "UNKNOWN", "INVALID_ARGUMENT", "DEADLINE_EXCEEDED", "NOT_FOUND", "ALREADY_EXISTS",
+    "PERMISSION_DENIED", "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION", "ABORTED", "OUT_OF_RANGE", "UNIMPLEMENTED",
+    "INTERNAL", "UNAVAILABLE", "DATA_LOSS", "UNAUTHENTICATED",
+)  # fmt: skip
+MAX_MESSAGE = 64 * 1024 * 1024  # a node's every pod and device is far less; a bound whatever the peer sends
+
+
+class GrpcError(Exception):
+    """A failed call: ``code`` is gRPC's status name (``UNAVAILABLE``, ``DEADLINE_EXCEEDED``, ...)."""
+
+    def __init__(self, code: str, detail: str) -> None:
+        super().__init__(f"{code}: {detail}")
+        self.code = code
+        self.detail = detail
+
+
+def call(socket_path: str, method: str, request: bytes, timeout: float) -> bytes:
+    """The response message of the unary ``method`` (``/package.Service/Method``) on the server at ``socket_path``;
+    ``GrpcError`` when the call fails."""
+    deadline = time.monotonic() + timeout
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+            sock.settimeout(timeout)
+            sock.connect(socket_path)
+            return _exchange(sock, method, request, deadline)
+    except TimeoutError:
+        raise GrpcError("DEADLINE_EXCEEDED", f"no answer within {timeout:g}s") from None
+    except OSError as e:
+        raise GrpcError("UNAVAILABLE", f"{socket_path}: {e.strerror or e}") from None
+    except h2.exceptions.ProtocolError as e:
+        raise GrpcError("UNAVAILABLE", f"the peer does not speak HTTP/2: {e}") from None
+
+
+def _exchange(sock: socket.socket, method: str, request: bytes, deadline: float) -> bytes:
+    conn = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True, header_encoding="utf-8"))
+    conn.initiate_connection()
+    stream = conn.get_next_available_stream_id()
+    timeout_ms = max(1, int((deadline - time.monotonic()) * 1000))
+    conn.send_headers(
+        stream,
+        [
+            (":method", "POST"),
+            (":scheme", "http"),
+            (":path", method),
+            (":authority", "localhost"),
+            ("content-type", "application/grpc"),
+            ("te", "trailers"),
+            ("grpc-timeout", f"{timeout_ms}m"),
+        ],
+    )
+    conn.send_data(stream, b"\x00" + len(request).to_bytes(4, "big") + request, end_stream=True)
+    sock.sendall(conn.data_to_send())
+    body = bytearray()
+    metadata: dict[str, str] = {}
+    while True:
+        sock.settimeout(max(0.001, deadline - time.monotonic()))
+        data = sock.recv(65536)
+        if not data:
+            raise GrpcError("UNAVAILABLE", "the connection closed before the call ended")
+        for event in conn.receive_data(data):
+            if isinstance(event, (h2.events.ResponseReceived, h2.events.TrailersReceived)):
+                metadata.update((str(k), str(v)) for k, v in event.headers)
+            elif isinstance(event, h2.events.DataReceived):
+                body += event.data
+                if len(body) > MAX_MESSAGE + 5:
+                    raise GrpcError("RESOURCE_EXHAUSTED", f"an answer over {MAX_MESSAGE} bytes")
+                # h2 opens the stream's and the connection's windows again once half of each is read
+                conn.acknowledge_received_data(event.flow_controlled_length, event.stream_id)
+            elif isinstance(event, h2.events.StreamReset):
+                raise GrpcError("UNAVAILABLE", f"the server reset the call (HTTP/2 error {event.error_code})")
+            elif isinstance(event, h2.events.ConnectionTerminated):
+                raise GrpcError("UNAVAILABLE", f"the server closed the connection (HTTP/2 error {event.error_code})")
+            elif isinstance(event, h2.events.StreamEnded):
+                return _message(metadata, bytes(body))
+        pending = conn.data_to_send()
+        if pending:
+            sock.sendall(pending)
+
+
+def _message(metadata: dict[str, str], body: bytes) -> bytes:
+    if metadata.get(":status", "200") != "200":
+        raise GrpcError("UNAVAILABLE", f"HTTP status {metadata[':status']}")
+    code = metadata.get("grpc-status")
+    if code is None:
+        raise GrpcError("INTERNAL", "the call ended without a grpc-status")
+    number = int(code) if code.isdigit() else 2
+    if number != 0:
+        name = STATUS_NAMES[number] if number < len(STATUS_NAMES) else "UNKNOWN"
+        raise GrpcError(name, urllib.parse.unquote(metadata.get("grpc-message", "")))
+    if len(body) < 5 or body[0] != 0 or int.from_bytes(body[1:5], "big") != len(body) - 5:
+        raise GrpcError("INTERNAL", "the answer is not one uncompressed gRPC message")
+    return body[5:]
