@@ -32,6 +32,8 @@ KEDA_KEYS = ("scalerAddress", "enableTLS", "unsafeSsl")  # the external trigger'
 # KEDA hands the target to the HPA in thousandths (int64(target * 1000) milli-units): a smaller one would be 0
 SMALLEST_TARGET = Decimal("0.001")
 _NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
+# a namespace's name (an RFC 1123 label), as the scaler and ``explain`` both take it
+NAMESPACE = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
 
 
 @dataclass(frozen=True)
@@ -96,7 +98,6 @@ def parse_metadata(metadata: Mapping[str, str]) -> ScalerQuery:
 
 # ``gpuscale-adapter explain keda/NAMESPACE?metricName=...``: a trigger's question, its metadata as the query
 SCALER_REQUEST = "keda/"
-_NAMESPACE = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
 
 
 def scaler_request_path(path: str, query: Mapping[str, str]) -> str | None:
@@ -106,7 +107,7 @@ def scaler_request_path(path: str, query: Mapping[str, str]) -> str | None:
     if not rest.startswith(SCALER_REQUEST):
         return None
     namespace = rest.removeprefix(SCALER_REQUEST).rstrip("/")
-    if not _NAMESPACE.fullmatch(namespace):
+    if not NAMESPACE.fullmatch(namespace):
         raise BadRequest(f"{path!r}: a scaler request is keda/NAMESPACE?metricName=...&targetValue=..., the "
                          "ScaledObject's namespace followed by its trigger's metadata")  # fmt: skip
     return parse_metadata(query).path(namespace)

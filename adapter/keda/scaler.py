@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import re
 import time
 from collections.abc import AsyncGenerator, AsyncIterator
 from decimal import ROUND_CEILING, Decimal
@@ -22,7 +21,7 @@ import grpc
 from adapter.errors import AdapterError, BadRequest
 from adapter.keda.externalscaler import externalscaler_pb2 as pb
 from adapter.keda.externalscaler import externalscaler_pb2_grpc as pb_grpc
-from adapter.keda.metadata import ScalerQuery, parse_metadata
+from adapter.keda.metadata import NAMESPACE, ScalerQuery, parse_metadata
 from adapter.keda.status import INTERNAL_MESSAGE, status_of
 from adapter.keda.values import value
 from adapter.provider.provider import Provider
@@ -31,7 +30,6 @@ from adapter.self_metrics import AdapterMetrics
 log = logging.getLogger(__name__)
 
 Context: TypeAlias = "grpc.aio.ServicerContext[object, object]"
-_NAMESPACE = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
 _INT64 = (-(2**63), 2**63 - 1)
 
 
@@ -47,7 +45,7 @@ def whole(number: Decimal) -> int:
 
 def read(ref: pb.ScaledObjectRef) -> tuple[str, ScalerQuery]:
     """The namespace and the query of a ScaledObjectRef; ``BadRequest`` naming the field or key."""
-    if not _NAMESPACE.fullmatch(ref.namespace):
+    if not NAMESPACE.fullmatch(ref.namespace):
         raise BadRequest(f"scaledObjectRef.namespace {ref.namespace!r} is not a namespace name")
     return ref.namespace, parse_metadata(ref.scalerMetadata)
 
