@@ -32,6 +32,10 @@ KEDA_KEYS = ("scalerAddress", "enableTLS", "unsafeSsl")  # the external trigger'
 # KEDA hands the target to the HPA in thousandths (int64(target * 1000) milli-units): a smaller one would be 0
 SMALLEST_TARGET = Decimal("0.001")
 _NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
+# the versions a trigger's question is asked in, as the HPA asks it: the provider's answer memo is keyed by the
+# request, version included, so the scaler and the HTTP API share answers
+CUSTOM_VERSION = "v1beta2"
+EXTERNAL_VERSION = "v1beta1"
 # a namespace's name (an RFC 1123 label), as the scaler and ``explain`` both take it
 NAMESPACE = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
 
@@ -50,9 +54,9 @@ class ScalerQuery:
         """The same question over HTTP, as ``gpuscale-adapter explain`` takes it."""
         metric = urllib.parse.quote(self.metric, safe="")
         if self.metric_type is MetricType.PODS:
-            path = f"/apis/{CUSTOM_GROUP}/v1beta2/namespaces/{namespace}/pods/*/{metric}"
+            path = f"/apis/{CUSTOM_GROUP}/{CUSTOM_VERSION}/namespaces/{namespace}/pods/*/{metric}"
         else:
-            path = f"/apis/{EXTERNAL_GROUP}/v1beta1/namespaces/{namespace}/{metric}"
+            path = f"/apis/{EXTERNAL_GROUP}/{EXTERNAL_VERSION}/namespaces/{namespace}/{metric}"
         selector = str(self.label_selector)
         return f"{path}?labelSelector={urllib.parse.quote(selector, safe='')}" if selector else path
 

@@ -8,15 +8,12 @@ from decimal import Context, Decimal
 
 from adapter.api.paths import CustomRequest, ExternalRequest
 from adapter.errors import NotFound
-from adapter.keda.metadata import MetricType, ScalerQuery
+from adapter.keda.metadata import CUSTOM_VERSION, EXTERNAL_VERSION, MetricType, ScalerQuery
 from adapter.naming.resources import PODS
 from adapter.provider.provider import Provider
 from adapter.query.quantity import quantity_value
 from adapter.query.selectors import Selector
 
-# the versions the HPA asks in: the provider's answer memo is keyed by the request, version included
-CUSTOM_VERSION = "v1beta2"
-EXTERNAL_VERSION = "v1beta1"
 # room for every digit of a sum of float64s written to the nano-unit (10^308 down to 10^-9): the sum is exact
 _EXACT = Context(prec=400)
 
