@@ -19,6 +19,11 @@ ADVISORY_CHECKS = frozenset({"discovery"})
 _LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 
 
+def _latency(r: CollectorRegistry, name: str, documentation: str, labels: list[str]) -> Histogram:
+    """A duration in seconds, in the buckets every latency of the adapter shares."""
+    return Histogram(name, documentation, labels, buckets=_LATENCY_BUCKETS, registry=r)
+
+
 class AdapterMetrics:
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry or CollectorRegistry(auto_describe=True)
@@ -35,12 +40,11 @@ class AdapterMetrics:
     def _serving(self, r: CollectorRegistry) -> None:
         """Requests, their answers and the value cache."""
         p = PREFIX
-        self.request_seconds = Histogram(
+        self.request_seconds = _latency(
+            r,
             f"{p}_request_duration_seconds",
             "Time to answer an HTTP request, by route kind and status code.",
             ["route", "code"],
-            buckets=_LATENCY_BUCKETS,
-            registry=r,
         )
         self.errors = Counter(
             f"{p}_errors",
@@ -48,12 +52,11 @@ class AdapterMetrics:
             ["route", "reason"],
             registry=r,
         )
-        self.prometheus_seconds = Histogram(
+        self.prometheus_seconds = _latency(
+            r,
             f"{p}_prometheus_request_duration_seconds",
             "Time Prometheus took to answer, by API endpoint (query, label_values, series).",
             ["endpoint"],
-            buckets=_LATENCY_BUCKETS,
-            registry=r,
         )
         self.prometheus_errors = Counter(
             f"{p}_prometheus_errors",
@@ -171,12 +174,11 @@ class AdapterMetrics:
             ["method", "code"],
             registry=r,
         )
-        self.keda_request_seconds = Histogram(
+        self.keda_request_seconds = _latency(
+            r,
             f"{p}_keda_request_duration_seconds",
             "Time to answer a call of KEDA's external scaler other than a stream, by method.",
             ["method"],
-            buckets=_LATENCY_BUCKETS,
-            registry=r,
         )
         self.keda_streams = Gauge(
             f"{p}_keda_streams", "StreamIsActive streams open now (at most --keda-max-streams).", registry=r
