@@ -28,11 +28,6 @@ CHART = helm.CHARTS / "gpuscale-adapter"
 EXAMPLES = sorted((CHART / "examples").glob("*.yaml"))
 # The release name docs/install.md installs the chart as: with it every object has the kustomize base's name.
 RELEASE = "gpuscale-adapter"
-# Labels that Helm charts put on every object by convention, and the kustomize manifests cannot have: which release
-# and chart version made an object.
-HELM_LABELS = frozenset(
-    {"helm.sh/chart", "app.kubernetes.io/managed-by", "app.kubernetes.io/instance", "app.kubernetes.io/version"}
-)
 _HASH_SUFFIX = re.compile(r"^(.+-rules)-[a-z0-9]{10}$")
 
 # Every key of prometheus-community's prometheus-adapter chart (5.3.0's values.yaml, including the keys it reads but
@@ -156,7 +151,7 @@ def adapter_objects(rendered: Rendered) -> dict[tuple[str, str], Obj]:
 
 def _drop_helm_labels(value: Any) -> None:
     if isinstance(value, dict):
-        for key in HELM_LABELS & value.keys():
+        for key in helm.HELM_LABELS & value.keys():
             del value[key]
         for v in value.values():
             _drop_helm_labels(v)

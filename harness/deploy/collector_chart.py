@@ -14,20 +14,17 @@ from harness.deploy.manifests import Obj, Rendered, container, env_values
 
 CHART = helm.CHARTS / "gpuscale-collector"
 EXAMPLES = sorted((CHART / "examples").glob("*.yaml"))
-# The labels that say which Helm release installed an object and from which chart version: kustomize has no release
-# to name, so they are the only difference the chart's objects may have from manifests/.
-HELM_LABELS = frozenset(
-    {"helm.sh/chart", "app.kubernetes.io/managed-by", "app.kubernetes.io/instance", "app.kubernetes.io/version"}
-)
 # the release name and namespace the manifests' objects are named after
 RELEASE = "gpuscale"
 NAMESPACE = "gpuscale"
 
 
 def without_helm_labels(obj: Obj) -> Obj:
+    """``obj`` without Helm's labels on the object itself: kustomize has no release to name, so they are the only
+    difference the chart's objects may have from manifests/."""
     out = copy.deepcopy(obj)
     labels = out["metadata"].get("labels", {})
-    for name in HELM_LABELS:
+    for name in helm.HELM_LABELS:
         labels.pop(name, None)
     return out
 

@@ -12,6 +12,11 @@ import yaml
 from harness.deploy.manifests import ROOT, Rendered, venv_tool
 
 CHARTS = ROOT / "charts"
+# The labels that Helm charts put on every object by convention and the kustomize manifests cannot have: which
+# release installed an object and from which chart version.
+HELM_LABELS = frozenset(
+    {"helm.sh/chart", "app.kubernetes.io/managed-by", "app.kubernetes.io/instance", "app.kubernetes.io/version"}
+)
 
 
 def helm() -> str:

@@ -15,13 +15,12 @@ from harness.deploy import adapter_chart
 from harness.deploy.collector_chart import (
     CHART,
     EXAMPLES,
-    HELM_LABELS,
     by_kind_and_name,
     package,
     render,
     without_helm_labels,
 )
-from harness.deploy.helm import lint
+from harness.deploy.helm import HELM_LABELS, lint
 from harness.deploy.manifests import BASE, MANIFESTS, ROOT, Obj, Rendered
 from harness.deploy.manifests import render as kustomize
 from harness.deploy.prometheus_files import RULES, rule_groups
