@@ -10,8 +10,6 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-import yaml
-
 from adapter.settings import Settings, parse_settings
 from harness.deploy import helm
 from harness.deploy.manifests import (
@@ -76,31 +74,12 @@ def install_dry_run(
     """``helm install --dry-run``: offline (``client``), or against the cluster of ``kubeconfig`` (``server``), where
     the chart's ``lookup`` reads what the cluster holds. OpenAPI validation is left to harness.deploy.validation."""
     where = ["--dry-run=client"] if kubeconfig is None else ["--dry-run=server", "--kubeconfig", str(kubeconfig)]
-    return helm.run(
-        "install", RELEASE, str(CHART), *where, "--disable-openapi-validation", "--namespace", namespace,
-        *helm.values_args(values, settings),
-    )  # fmt: skip
-
-
-def notes_of(done: helm.Done) -> str:
-    """The notes an install printed (``helm template`` renders no NOTES.txt)."""
-    assert done.returncode == 0, f"helm install --dry-run failed: {done.stderr}"
-    _, found, text = done.stdout.partition("\nNOTES:\n")
-    assert found, "helm printed no notes"
-    return text
-
-
-def manifest_of(done: helm.Done) -> Rendered:
-    """The objects an install would make."""
-    assert done.returncode == 0, f"helm install --dry-run failed: {done.stderr}"
-    _, found, text = done.stdout.partition("\nMANIFEST:\n")
-    assert found, "helm printed no manifest"
-    text = text.partition("\nNOTES:\n")[0]
-    return Rendered(tuple(o for o in yaml.safe_load_all(text) if o), done.stderr)
+    dry_run = [*where, "--disable-openapi-validation"]
+    return helm.install_dry_run(CHART, RELEASE, namespace, values, settings, dry_run)
 
 
 def notes(values: Sequence[Path] = (), settings: Sequence[str] = (), namespace: str = NAMESPACE) -> str:
-    return notes_of(install_dry_run(values, settings, namespace))
+    return helm.notes(install_dry_run(values, settings, namespace))
 
 
 def ignored(notes_text: str) -> dict[str, str]:

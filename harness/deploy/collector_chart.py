@@ -43,18 +43,7 @@ def render(values: Sequence[Path] = (), settings: Sequence[str] = (), release: s
 
 
 def install_dry_run(values: Sequence[Path] = (), settings: Sequence[str] = (), release: str = RELEASE) -> helm.Done:
-    """``helm install --dry-run=client``: what ``helm install`` prints, NOTES included, without a cluster
-    (``helm template`` leaves NOTES.txt out)."""
-    args = ["install", release, str(CHART), "--dry-run=client", "--namespace", NAMESPACE]
-    return helm.run(*args, *helm.values_args(values, settings))
-
-
-def notes(done: helm.Done) -> str:
-    """The NOTES part of ``helm install``'s output."""
-    assert done.returncode == 0, done.stderr
-    head, found, tail = done.stdout.partition("\nNOTES:\n")
-    assert found, f"no NOTES in: {head[-500:]}"
-    return tail
+    return helm.install_dry_run(CHART, release, NAMESPACE, values, settings)
 
 
 def package(destination: Path) -> helm.Done:

@@ -71,5 +71,36 @@ def template(
     return Rendered(tuple(o for o in yaml.safe_load_all(done.stdout) if o), done.stderr)
 
 
+def install_dry_run(
+    chart: Path,
+    release: str,
+    namespace: str,
+    values: Sequence[Path] = (),
+    settings: Sequence[str] = (),
+    dry_run: Sequence[str] = ("--dry-run=client",),
+) -> Done:
+    """``helm install`` with ``dry_run`` (offline by default): what an install prints, NOTES and MANIFEST included,
+    without installing (``helm template`` leaves NOTES.txt out)."""
+    return run("install", release, str(chart), *dry_run, "--namespace", namespace, *values_args(values, settings))
+
+
+def _section(done: Done, heading: str) -> str:
+    assert done.returncode == 0, f"helm install --dry-run failed: {done.stderr}"
+    head, found, text = done.stdout.partition(f"\n{heading}:\n")
+    assert found, f"helm printed no {heading}: {head[-500:]}"
+    return text
+
+
+def notes(done: Done) -> str:
+    """The NOTES an install printed."""
+    return _section(done, "NOTES")
+
+
+def manifest(done: Done) -> Rendered:
+    """The objects an install would make: its MANIFEST, up to its NOTES."""
+    text = _section(done, "MANIFEST").partition("\nNOTES:\n")[0]
+    return Rendered(tuple(o for o in yaml.safe_load_all(text) if o), done.stderr)
+
+
 def lint(chart: Path, values: Sequence[Path] = ()) -> Done:
     return run("lint", "--strict", str(chart), *values_args(values))
