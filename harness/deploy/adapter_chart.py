@@ -157,14 +157,3 @@ def comparable(obj: Obj) -> Obj:
             if "configMap" in volume:
                 volume["configMap"]["name"] = _unhashed(volume["configMap"]["name"])
     return out
-
-
-def key_paths(values: Any, prefix: str = "") -> set[str]:
-    """Dotted paths of every key in a values mapping (lists and their items are leaves)."""
-    paths: set[str] = set()
-    if isinstance(values, dict):
-        for key, value in values.items():
-            path = f"{prefix}{key}"
-            paths.add(path)
-            paths |= key_paths(value, f"{path}.")
-    return paths

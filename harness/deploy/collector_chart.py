@@ -4,9 +4,8 @@ the notes a client-side install prints, and its package."""
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any
 
 from collector.settings import Settings, parse_settings
 from harness.deploy import helm
@@ -48,15 +47,6 @@ def install_dry_run(values: Sequence[Path] = (), settings: Sequence[str] = (), r
 
 def package(destination: Path) -> helm.Done:
     return helm.run("package", str(CHART), "--destination", str(destination))
-
-
-def key_paths(values: Mapping[str, Any], free_form: frozenset[str] = frozenset(), prefix: str = "") -> Iterator[str]:
-    """Every key of a values tree as a dotted path; the maps under ``free_form`` paths are values, not keys."""
-    for key, value in values.items():
-        path = f"{prefix}{key}"
-        yield path
-        if isinstance(value, Mapping) and path not in free_form:
-            yield from key_paths(value, free_form, f"{path}.")
 
 
 def collector_settings(container: Obj) -> Settings:

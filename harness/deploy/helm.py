@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import subprocess
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -104,3 +105,15 @@ def manifest(done: Done) -> Rendered:
 
 def lint(chart: Path, values: Sequence[Path] = ()) -> Done:
     return run("lint", "--strict", str(chart), *values_args(values))
+
+
+def key_paths(values: Mapping[str, Any], free_form: frozenset[str] = frozenset(), prefix: str = "") -> set[str]:
+    """Every key of a values tree as a dotted path (lists and their items are leaves); the maps under ``free_form``
+    paths are values, not keys."""
+    paths: set[str] = set()
+    for key, value in values.items():
+        path = f"{prefix}{key}"
+        paths.add(path)
+        if isinstance(value, Mapping) and path not in free_form:
+            paths |= key_paths(value, free_form, f"{path}.")
+    return paths
