@@ -45,10 +45,6 @@ def install_dry_run(values: Sequence[Path] = (), settings: Sequence[str] = (), r
     return helm.install_dry_run(CHART, release, NAMESPACE, values, settings)
 
 
-def package(destination: Path) -> helm.Done:
-    return helm.run("package", str(CHART), "--destination", str(destination))
-
-
 def collector_settings(container: Obj) -> Settings:
     """What the collector in ``container`` runs with, by its own parser: the arguments and the plain environment
     variables, NODE_NAME standing in for the downward API."""

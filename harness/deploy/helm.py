@@ -107,6 +107,10 @@ def lint(chart: Path, values: Sequence[Path] = ()) -> Done:
     return run("lint", "--strict", str(chart), *values_args(values))
 
 
+def package(chart: Path, destination: Path) -> Done:
+    return run("package", str(chart), "--destination", str(destination))
+
+
 def key_paths(values: Mapping[str, Any], free_form: frozenset[str] = frozenset(), prefix: str = "") -> set[str]:
     """Every key of a values tree as a dotted path (lists and their items are leaves); the maps under ``free_form``
     paths are values, not keys."""

@@ -273,7 +273,7 @@ def test_tls_without_a_certificate_is_refused_by_name() -> None:
 
 
 def test_the_chart_packages_with_what_its_templates_and_readme_read(tmp_path: Path) -> None:
-    done = helm.run("package", str(CHART), "--destination", str(tmp_path))
+    done = helm.package(CHART, tmp_path)
     assert done.returncode == 0, done.stderr
     [package] = tmp_path.glob("gpuscale-adapter-*.tgz")
     with tarfile.open(package) as archive:
