@@ -9,13 +9,12 @@ from pathlib import Path
 
 from collector.settings import Settings, parse_settings
 from harness.deploy import helm
-from harness.deploy.manifests import Obj, Rendered, container, env_values
+from harness.deploy.manifests import NAMESPACE, Obj, Rendered, container, env_values
 
 CHART = helm.CHARTS / "gpuscale-collector"
 EXAMPLES = sorted((CHART / "examples").glob("*.yaml"))
-# the release name and namespace the manifests' objects are named after
+# the release name the manifests' objects are named after (and their namespace, NAMESPACE)
 RELEASE = "gpuscale"
-NAMESPACE = "gpuscale"
 
 
 def without_helm_labels(obj: Obj) -> Obj:

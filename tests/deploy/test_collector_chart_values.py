@@ -18,7 +18,6 @@ from harness.deploy import rbac
 from harness.deploy.collector_chart import (
     CHART,
     EXAMPLES,
-    NAMESPACE,
     collector,
     collector_settings,
     daemonset,
@@ -26,7 +25,7 @@ from harness.deploy.collector_chart import (
 )
 from harness.deploy.dcgm_exporter_values import ALL_KEYS, FREE_FORM
 from harness.deploy.helm import key_paths
-from harness.deploy.manifests import Rendered, mount_covering, volume_for_mount
+from harness.deploy.manifests import NAMESPACE, Rendered, mount_covering, volume_for_mount
 
 EXAMPLE = {p.stem: p for p in EXAMPLES}
 # What the collector must run with for each example values file: Settings fields, as its parser gives them.
