@@ -10,8 +10,6 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-import yaml
-
 from adapter.settings import Settings, parse_settings
 from harness.deploy import helm
 from harness.deploy.manifests import (
@@ -28,11 +26,6 @@ CHART = helm.CHARTS / "gpuscale-adapter"
 EXAMPLES = sorted((CHART / "examples").glob("*.yaml"))
 # The release name docs/install.md installs the chart as: with it every object has the kustomize base's name.
 RELEASE = "gpuscale-adapter"
-# Labels that Helm charts put on every object by convention, and the kustomize manifests cannot have: which release
-# and chart version made an object.
-HELM_LABELS = frozenset(
-    {"helm.sh/chart", "app.kubernetes.io/managed-by", "app.kubernetes.io/instance", "app.kubernetes.io/version"}
-)
 _HASH_SUFFIX = re.compile(r"^(.+-rules)-[a-z0-9]{10}$")
 
 # Every key of prometheus-community's prometheus-adapter chart (5.3.0's values.yaml, including the keys it reads but
@@ -81,31 +74,12 @@ def install_dry_run(
     """``helm install --dry-run``: offline (``client``), or against the cluster of ``kubeconfig`` (``server``), where
     the chart's ``lookup`` reads what the cluster holds. OpenAPI validation is left to harness.deploy.validation."""
     where = ["--dry-run=client"] if kubeconfig is None else ["--dry-run=server", "--kubeconfig", str(kubeconfig)]
-    return helm.run(
-        "install", RELEASE, str(CHART), *where, "--disable-openapi-validation", "--namespace", namespace,
-        *helm.values_args(values, settings),
-    )  # fmt: skip
-
-
-def notes_of(done: helm.Done) -> str:
-    """The notes an install printed (``helm template`` renders no NOTES.txt)."""
-    assert done.returncode == 0, f"helm install --dry-run failed: {done.stderr}"
-    _, found, text = done.stdout.partition("\nNOTES:\n")
-    assert found, "helm printed no notes"
-    return text
-
-
-def manifest_of(done: helm.Done) -> Rendered:
-    """The objects an install would make."""
-    assert done.returncode == 0, f"helm install --dry-run failed: {done.stderr}"
-    _, found, text = done.stdout.partition("\nMANIFEST:\n")
-    assert found, "helm printed no manifest"
-    text = text.partition("\nNOTES:\n")[0]
-    return Rendered(tuple(o for o in yaml.safe_load_all(text) if o), done.stderr)
+    dry_run = [*where, "--disable-openapi-validation"]
+    return helm.install_dry_run(CHART, RELEASE, namespace, values, settings, dry_run)
 
 
 def notes(values: Sequence[Path] = (), settings: Sequence[str] = (), namespace: str = NAMESPACE) -> str:
-    return notes_of(install_dry_run(values, settings, namespace))
+    return helm.notes(install_dry_run(values, settings, namespace))
 
 
 def ignored(notes_text: str) -> dict[str, str]:
@@ -156,7 +130,7 @@ def adapter_objects(rendered: Rendered) -> dict[tuple[str, str], Obj]:
 
 def _drop_helm_labels(value: Any) -> None:
     if isinstance(value, dict):
-        for key in HELM_LABELS & value.keys():
+        for key in helm.HELM_LABELS & value.keys():
             del value[key]
         for v in value.values():
             _drop_helm_labels(v)
@@ -183,14 +157,3 @@ def comparable(obj: Obj) -> Obj:
             if "configMap" in volume:
                 volume["configMap"]["name"] = _unhashed(volume["configMap"]["name"])
     return out
-
-
-def key_paths(values: Any, prefix: str = "") -> set[str]:
-    """Dotted paths of every key in a values mapping (lists and their items are leaves)."""
-    paths: set[str] = set()
-    if isinstance(values, dict):
-        for key, value in values.items():
-            path = f"{prefix}{key}"
-            paths.add(path)
-            paths |= key_paths(value, f"{path}.")
-    return paths

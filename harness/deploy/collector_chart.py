@@ -4,30 +4,25 @@ the notes a client-side install prints, and its package."""
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any
 
 from collector.settings import Settings, parse_settings
 from harness.deploy import helm
-from harness.deploy.manifests import Obj, Rendered, container, env_values
+from harness.deploy.manifests import NAMESPACE, Obj, Rendered, container, env_values
 
 CHART = helm.CHARTS / "gpuscale-collector"
 EXAMPLES = sorted((CHART / "examples").glob("*.yaml"))
-# The labels that say which Helm release installed an object and from which chart version: kustomize has no release
-# to name, so they are the only difference the chart's objects may have from manifests/.
-HELM_LABELS = frozenset(
-    {"helm.sh/chart", "app.kubernetes.io/managed-by", "app.kubernetes.io/instance", "app.kubernetes.io/version"}
-)
-# the release name and namespace the manifests' objects are named after
+# the release name the manifests' objects are named after (and their namespace, NAMESPACE)
 RELEASE = "gpuscale"
-NAMESPACE = "gpuscale"
 
 
 def without_helm_labels(obj: Obj) -> Obj:
+    """``obj`` without Helm's labels on the object itself: kustomize has no release to name, so they are the only
+    difference the chart's objects may have from manifests/."""
     out = copy.deepcopy(obj)
     labels = out["metadata"].get("labels", {})
-    for name in HELM_LABELS:
+    for name in helm.HELM_LABELS:
         labels.pop(name, None)
     return out
 
@@ -46,31 +41,7 @@ def render(values: Sequence[Path] = (), settings: Sequence[str] = (), release: s
 
 
 def install_dry_run(values: Sequence[Path] = (), settings: Sequence[str] = (), release: str = RELEASE) -> helm.Done:
-    """``helm install --dry-run=client``: what ``helm install`` prints, NOTES included, without a cluster
-    (``helm template`` leaves NOTES.txt out)."""
-    args = ["install", release, str(CHART), "--dry-run=client", "--namespace", NAMESPACE]
-    return helm.run(*args, *helm.values_args(values, settings))
-
-
-def notes(done: helm.Done) -> str:
-    """The NOTES part of ``helm install``'s output."""
-    assert done.returncode == 0, done.stderr
-    head, found, tail = done.stdout.partition("\nNOTES:\n")
-    assert found, f"no NOTES in: {head[-500:]}"
-    return tail
-
-
-def package(destination: Path) -> helm.Done:
-    return helm.run("package", str(CHART), "--destination", str(destination))
-
-
-def key_paths(values: Mapping[str, Any], free_form: frozenset[str] = frozenset(), prefix: str = "") -> Iterator[str]:
-    """Every key of a values tree as a dotted path; the maps under ``free_form`` paths are values, not keys."""
-    for key, value in values.items():
-        path = f"{prefix}{key}"
-        yield path
-        if isinstance(value, Mapping) and path not in free_form:
-            yield from key_paths(value, free_form, f"{path}.")
+    return helm.install_dry_run(CHART, release, NAMESPACE, values, settings)
 
 
 def collector_settings(container: Obj) -> Settings:

@@ -3,15 +3,21 @@
 from __future__ import annotations
 
 import subprocess
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import yaml
 
 from harness.deploy.manifests import ROOT, Rendered, venv_tool
 
 CHARTS = ROOT / "charts"
+# The labels that Helm charts put on every object by convention and the kustomize manifests cannot have: which
+# release installed an object and from which chart version.
+HELM_LABELS = frozenset(
+    {"helm.sh/chart", "app.kubernetes.io/managed-by", "app.kubernetes.io/instance", "app.kubernetes.io/version"}
+)
 
 
 def helm() -> str:
@@ -66,5 +72,52 @@ def template(
     return Rendered(tuple(o for o in yaml.safe_load_all(done.stdout) if o), done.stderr)
 
 
+def install_dry_run(
+    chart: Path,
+    release: str,
+    namespace: str,
+    values: Sequence[Path] = (),
+    settings: Sequence[str] = (),
+    dry_run: Sequence[str] = ("--dry-run=client",),
+) -> Done:
+    """``helm install`` with ``dry_run`` (offline by default): what an install prints, NOTES and MANIFEST included,
+    without installing (``helm template`` leaves NOTES.txt out)."""
+    return run("install", release, str(chart), *dry_run, "--namespace", namespace, *values_args(values, settings))
+
+
+def _section(done: Done, heading: str) -> str:
+    assert done.returncode == 0, f"helm install --dry-run failed: {done.stderr}"
+    head, found, text = done.stdout.partition(f"\n{heading}:\n")
+    assert found, f"helm printed no {heading}: {head[-500:]}"
+    return text
+
+
+def notes(done: Done) -> str:
+    """The NOTES an install printed."""
+    return _section(done, "NOTES")
+
+
+def manifest(done: Done) -> Rendered:
+    """The objects an install would make: its MANIFEST, up to its NOTES."""
+    text = _section(done, "MANIFEST").partition("\nNOTES:\n")[0]
+    return Rendered(tuple(o for o in yaml.safe_load_all(text) if o), done.stderr)
+
+
 def lint(chart: Path, values: Sequence[Path] = ()) -> Done:
     return run("lint", "--strict", str(chart), *values_args(values))
+
+
+def package(chart: Path, destination: Path) -> Done:
+    return run("package", str(chart), "--destination", str(destination))
+
+
+def key_paths(values: Mapping[str, Any], free_form: frozenset[str] = frozenset(), prefix: str = "") -> set[str]:
+    """Every key of a values tree as a dotted path (lists and their items are leaves); the maps under ``free_form``
+    paths are values, not keys."""
+    paths: set[str] = set()
+    for key, value in values.items():
+        path = f"{prefix}{key}"
+        paths.add(path)
+        if isinstance(value, Mapping) and path not in free_form:
+            paths |= key_paths(value, free_form, f"{path}.")
+    return paths

@@ -74,7 +74,7 @@ def test_every_rendered_object_validates(name: str, version: str, tls_values: Pa
 
 
 def test_the_full_example_sets_every_key_of_prometheus_adapters_chart() -> None:
-    missing = set(adapter_chart.PROMETHEUS_ADAPTER_KEYS) - adapter_chart.key_paths(yaml.safe_load(FULL.read_text()))
+    missing = set(adapter_chart.PROMETHEUS_ADAPTER_KEYS) - helm.key_paths(yaml.safe_load(FULL.read_text()))
     assert missing == set()
 
 
@@ -88,7 +88,7 @@ def test_every_key_of_prometheus_adapters_chart_is_a_value_of_this_one() -> None
             assert isinstance(properties, dict), f"the schema has no {key}"
             assert part in properties, f"the schema has no {key}"
             node = properties[part]
-        assert key in adapter_chart.key_paths(values), f"values.yaml has no {key}"
+        assert key in helm.key_paths(values), f"values.yaml has no {key}"
 
 
 # (example, --prometheus-url, --secure-port, --metrics-relist-interval in seconds, --v)
@@ -273,7 +273,7 @@ def test_tls_without_a_certificate_is_refused_by_name() -> None:
 
 
 def test_the_chart_packages_with_what_its_templates_and_readme_read(tmp_path: Path) -> None:
-    done = helm.run("package", str(CHART), "--destination", str(tmp_path))
+    done = helm.package(CHART, tmp_path)
     assert done.returncode == 0, done.stderr
     [package] = tmp_path.glob("gpuscale-adapter-*.tgz")
     with tarfile.open(package) as archive:

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from adapter.security.tls import self_signed
-from harness.deploy import adapter_chart
+from harness.deploy import adapter_chart, helm
 from harness.kube.api import FakeKubeAPIServer
 from harness.kube.discovery import Served
 
@@ -45,8 +45,8 @@ async def cluster(tmp_path: Path) -> AsyncIterator[tuple[FakeKubeAPIServer, Path
 async def install(kubeconfig: Path, *settings: str) -> tuple[set[str], str]:
     # in a thread: the stand-in answers Helm on this event loop
     done = await asyncio.to_thread(adapter_chart.install_dry_run, (), settings, "gpuscale", kubeconfig)
-    rendered = adapter_chart.manifest_of(done)
-    return {a["metadata"]["name"] for a in rendered.all("APIService")}, adapter_chart.notes_of(done)
+    rendered = helm.manifest(done)
+    return {a["metadata"]["name"] for a in rendered.all("APIService")}, helm.notes(done)
 
 
 async def test_keda_holding_external_metrics_keeps_them(cluster: tuple[FakeKubeAPIServer, Path]) -> None:

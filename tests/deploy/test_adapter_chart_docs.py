@@ -33,7 +33,7 @@ def first_column(table_text: str) -> list[str]:
 
 def test_the_values_table_names_every_value_and_only_those() -> None:
     documented = set(first_column(section(README, "## Values")))
-    paths = adapter_chart.key_paths(VALUES)
+    paths = helm.key_paths(VALUES)
     assert documented - paths == set(), "the README documents values the chart does not have"
     for path in paths:
         # a documented value, a group of documented values, or a field inside one (resources.requests.cpu)

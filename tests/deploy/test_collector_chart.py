@@ -15,13 +15,11 @@ from harness.deploy import adapter_chart
 from harness.deploy.collector_chart import (
     CHART,
     EXAMPLES,
-    HELM_LABELS,
     by_kind_and_name,
-    package,
     render,
     without_helm_labels,
 )
-from harness.deploy.helm import lint
+from harness.deploy.helm import HELM_LABELS, lint, package
 from harness.deploy.manifests import BASE, MANIFESTS, ROOT, Obj, Rendered
 from harness.deploy.manifests import render as kustomize
 from harness.deploy.prometheus_files import RULES, rule_groups
@@ -161,7 +159,7 @@ def test_every_switch_on_validates() -> None:
 
 
 def test_helm_package_makes_an_archive_without_the_examples(tmp_path: Path) -> None:
-    done = package(tmp_path)
+    done = package(CHART, tmp_path)
     assert done.returncode == 0, done.stderr
     [archive] = tmp_path.glob("gpuscale-collector-*.tgz")
     with tarfile.open(archive) as tar:

@@ -15,10 +15,9 @@ from harness.deploy.collector_chart import (
     example,
     install_dry_run,
     noted,
-    notes,
     render,
 )
-from harness.deploy.helm import template_done
+from harness.deploy.helm import notes, template_done
 
 NOTED = {
     "dcgm-exporter-every-key": [

@@ -7,8 +7,9 @@ import re
 
 import yaml
 
-from harness.deploy.collector_chart import CHART, FREE_FORM_VALUES, key_paths, leaves
+from harness.deploy.collector_chart import CHART, FREE_FORM_VALUES, leaves
 from harness.deploy.dcgm_exporter_values import ALL_KEYS
+from harness.deploy.helm import key_paths
 
 README = (CHART / "README.md").read_text()
 

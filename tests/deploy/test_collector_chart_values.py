@@ -18,15 +18,14 @@ from harness.deploy import rbac
 from harness.deploy.collector_chart import (
     CHART,
     EXAMPLES,
-    NAMESPACE,
     collector,
     collector_settings,
     daemonset,
-    key_paths,
     render,
 )
 from harness.deploy.dcgm_exporter_values import ALL_KEYS, FREE_FORM
-from harness.deploy.manifests import Rendered, mount_covering, volume_for_mount
+from harness.deploy.helm import key_paths
+from harness.deploy.manifests import NAMESPACE, Rendered, mount_covering, volume_for_mount
 
 EXAMPLE = {p.stem: p for p in EXAMPLES}
 # What the collector must run with for each example values file: Settings fields, as its parser gives them.
@@ -83,7 +82,7 @@ def test_the_examples_are_the_expected_ones() -> None:
 
 
 def test_one_example_sets_every_key_of_dcgm_exporters_chart() -> None:
-    given = set(key_paths(values_of("dcgm-exporter-every-key"), FREE_FORM))
+    given = key_paths(values_of("dcgm-exporter-every-key"), FREE_FORM)
     assert set(ALL_KEYS) - given == set()
 
 
