@@ -158,7 +158,7 @@ def test_every_switch_on_validates() -> None:
         assert [p for obj in rendered.objects for p in problems(obj, version)] == []
 
 
-def test_helm_package_makes_an_archive_without_the_examples(tmp_path: Path) -> None:
+def test_helm_package_makes_an_archive_with_the_examples_the_readme_links(tmp_path: Path) -> None:
     done = package(CHART, tmp_path)
     assert done.returncode == 0, done.stderr
     [archive] = tmp_path.glob("gpuscale-collector-*.tgz")
@@ -166,4 +166,4 @@ def test_helm_package_makes_an_archive_without_the_examples(tmp_path: Path) -> N
         names = set(tar.getnames())
     assert "gpuscale-collector/values.schema.json" in names
     assert set(f"gpuscale-collector/{c}" for c in COPIES) <= names
-    assert not any("/examples/" in n for n in names)
+    assert {f"gpuscale-collector/{p.relative_to(CHART)}" for p in (CHART / "examples").glob("*.yaml")} <= names
