@@ -114,9 +114,10 @@ def self_families(
 
 
 class Background:
-    """What the collector keeps current in the background (its pod watch, the counters ConfigMap, the GPUs bound to
-    the driver, the kubelet's pod-resources) and how often each piece of background work had to start again: what
-    ``common/supervisor.py`` reports to, what ``/health`` and the self-metrics read."""
+    """What the collector keeps current in the background (the collection cycle, the kubelet's pod-resources, its pod
+    and ResourceSlice watches, the counters ConfigMap, the GPUs bound to the driver) and how often each piece of
+    background work had to start again: what ``common/supervisor.py`` reports to, what ``/health`` and the
+    self-metrics read."""
 
     def __init__(self) -> None:
         self._sources = Sources(PREFIX.rstrip("_"), PROBE)

@@ -2,11 +2,12 @@
 
 A source is something kept current in the background: in the adapter the discovery relist, API discovery (the REST
 mapping), each resource of the object cache, the authentication ConfigMap, each set of watched files; in the collector
-the pods of its node, the counters ConfigMap, the GPUs bound to the driver. It reports ``succeeded()`` (a LIST,
-relist, read or look that worked) and ``failed(why)``; the first failure after a success starts the clock, the next
-success stops it. A source that has been failing for longer than its bound is *stale*: the probe (the adapter's
-``/readyz``, the collector's ``/health``) fails while it is, unless the source's check is advisory, and one line is
-logged when it becomes stale and one when it recovers. An open, quiet watch is not failing: no news is not a failure.
+the collection cycle, the kubelet's pod-resources, the pods of its node, its DRA ResourceSlices, the counters
+ConfigMap, the GPUs bound to the driver. It reports ``succeeded()`` (a LIST, relist, read or look that worked) and
+``failed(why)``; the first failure after a success starts the clock, the next success stops it. A source that has
+been failing for longer than its bound is *stale*: the probe (the adapter's ``/readyz``, the collector's ``/health``)
+fails while it is, unless the source's check is advisory, and one line is logged when it becomes stale and one when
+it recovers. An open, quiet watch is not failing: no news is not a failure.
 
 The bounds (``Timing``): 60 s for watches and file checks, whose retries back off to at most 30 s, so that a few
 failed attempts in a row, not one unlucky one, make a source stale; max(60 s, twice its interval) for what is

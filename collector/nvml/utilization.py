@@ -103,12 +103,14 @@ class UtilizationSampler:
         least)."""
         self._nvml = nvml
         self._handle = handle
-        self._spans = {
+        spans = {
             reading: interval if spec.every_cycle or engine_interval is None else engine_interval
             for reading, spec in SAMPLED_READINGS.items()
         }
         self._clock = clock
-        self._windows: dict[str, SampleWindow] = {}
+        # built once here: ``read`` runs every cycle for every GPU and sampled reading
+        self._windows = {reading: SampleWindow(round(span * 1e6)) for reading, span in spans.items()}
+        self._stale_after = {reading: max(5.0, 3 * span) for reading, span in spans.items()}
         self._fresh: dict[str, float] = {}  # reading → clock time of its newest new sample
         self.point: set[str] = set()  # fields served from the point value: the GPU keeps no samples of them
 
@@ -116,8 +118,7 @@ class UtilizationSampler:
         spec = SAMPLED_READINGS[reading]
         if spec.field in self.point:
             return {spec.field: float(READINGS[spec.point](self._nvml, self._handle)[spec.field])}
-        span = self._spans[reading]
-        window = self._windows.setdefault(reading, SampleWindow(round(span * 1e6)))
+        window = self._windows[reading]
         try:
             samples = self._samples(spec, window.last_seen)
         except self._nvml.NVMLError as e:
@@ -129,7 +130,7 @@ class UtilizationSampler:
         now = self._clock()
         if window.add(samples):
             self._fresh[reading] = now
-        stale_after = max(5.0, 3 * span)
+        stale_after = self._stale_after[reading]
         if now - self._fresh.get(reading, now - stale_after - 1) > stale_after:
             return None
         mean = window.mean()

@@ -49,12 +49,12 @@ from harness.kube.reviews import Reviews
 from harness.kube.wire import PARTIAL, LabelSelector, SelectorError, partial, representation, status_body
 
 TOKEN = "fake-token"
-USER = "system:serviceaccount:gpuscale:gpuscale-collector"
+USER = "system:serviceaccount:gpuscale:gpuscale-collector"  # who TOKEN authenticates, as RBAC names it
 # /version, as a 1.34 kube-apiserver answers it (Helm reads it before it renders against a cluster)
 VERSION = {
     "major": "1", "minor": "34", "gitVersion": "v1.34.0", "gitCommit": "", "gitTreeState": "clean",
     "buildDate": "2025-08-27T00:00:00Z", "goVersion": "go1.24.6", "compiler": "gc", "platform": "linux/amd64",
-}  # fmt: skip  # who TOKEN authenticates, as RBAC names it
+}  # fmt: skip
 
 
 def is_true(value: str | None) -> bool:
