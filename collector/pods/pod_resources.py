@@ -230,6 +230,12 @@ class PodResourcesWatcher:
                     left_out(held, self._log_limit.interval),
                 )
             return
+        except Exception as e:
+            # what nobody expected (an answer the code cannot take): the thread's guard logs it and goes on, and
+            # the source fails like any other failure, so /health says so once the map is too old
+            if self._source is not None:
+                self._source.failed(f"List's answer could not be used ({type(e).__name__}: {e})")
+            raise
         if self._failing:
             log.info("pod-resources answers again on %s", self._client.socket_path)
             self._failing = False

@@ -12,7 +12,8 @@ import pytest
 from collector.errors import PodResourcesError, ProcessGone
 from collector.pods.cgroups import CgroupReader, parse_pod_uid
 from collector.pods.device_ids import DeviceRef, parse_device_id
-from collector.pods.pod_resources import Owner, PodResourcesClient, PodResourcesWatcher
+from collector.pods.pod_resources import Assignment, Owner, PodResourcesClient, PodResourcesWatcher
+from common.freshness import Freshness
 from harness.node import proc_tree
 from harness.node.kubelet import FakePod, PodResourcesServer, gpu_pod
 
@@ -219,3 +220,21 @@ def test_varying_garbage_from_the_socket_is_logged_once_per_kind_per_minute(
     assert len(lines) <= 3 * len(kinds), lines  # at 0, 60 and 120 s for each kind
     assert any("not logged" in line for line in lines[len(kinds) :]), lines
     listener.close()
+
+
+def test_an_answer_the_code_cannot_take_fails_the_source_and_is_not_swallowed(kubelet: PodResourcesServer) -> None:
+    kubelet.pods = [gpu_pod("ml", "a", UUID)]
+
+    class Broken(PodResourcesClient):
+        def _assignments(self, response: object) -> list[Assignment]:
+            raise ValueError("a device nobody planned for")
+
+    now = [100.0]
+    source = Freshness("pod-resources", bound=5.0, clock=lambda: now[0])
+    watcher = PodResourcesWatcher(Broken(kubelet.socket_path), clock=lambda: now[0], source=source)
+    with pytest.raises(ValueError, match="nobody planned"):  # left to the thread's guard, which logs it and goes on
+        watcher.refresh_once()
+    now[0] += 6
+    problem = source.problem()
+    assert problem is not None
+    assert "ValueError: a device nobody planned for" in problem
