@@ -144,7 +144,7 @@ class Collection:
             started = time.monotonic()
             delay = self._guard.step(self.run_once)
             now = time.monotonic()
-            if delay == self.interval:  # a cycle that ran: the next one ends just before the scrapers come
+            if delay is not None and self._open:  # a cycle ran: the next one ends just before the scrapers come
                 wait = self.scrapes.wait(started + self.interval, now - started, now)
             else:  # NVML is starting again, or the cycle failed: its own back-off
                 wait = max(0.0, (self.interval if delay is None else delay) - (now - started))
