@@ -13,7 +13,6 @@ import http.client
 import os
 import platform
 import re
-import socket
 import subprocess
 import sys
 import tempfile
@@ -21,12 +20,7 @@ import time
 from pathlib import Path
 
 from bench.nvml_costs import DCGM_EXPORTER_DEFAULT_FILE
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+from harness.processes import free_port
 
 
 def scrape(conn: http.client.HTTPConnection) -> bytes:

@@ -31,7 +31,6 @@ import http.client
 import os
 import platform
 import re
-import socket
 import subprocess
 import sys
 import tempfile
@@ -47,16 +46,11 @@ from collector.simulation.nvml import SimulatedNvml
 from harness.kube.threaded import ThreadedApiServer
 from harness.node.collector_process import command
 from harness.node.kubelet import FakePod, PodResourcesServer, gpu_pod
+from harness.processes import free_port
 
 KIB = 1024
 NODE = "gpu-node-1"
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def every_field_file(directory: Path) -> Path:

@@ -37,12 +37,12 @@ from bench.collector_memory import (
     Kubernetes,
     default_counters_file,
     every_field_file,
-    free_port,
     get,
     kubernetes,
     wait_cycles,
     wait_for_pods,
 )
+from harness.processes import free_port
 
 MIB = 1024 * 1024
 

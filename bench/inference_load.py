@@ -52,6 +52,7 @@ import aiohttp
 from prometheus_client.parser import text_string_to_metric_families
 
 from common import connections
+from harness.kube.wire import parse_quantity
 from harness.processes import free_port, server_process
 from loadgen.serving.arrivals import Arrivals
 from loadgen.serving.engine import Capacity, Engine, measure_capacity
@@ -86,7 +87,6 @@ API_READS = {
     "api_gpu_util": f"{CM}/nodes/{NODE}/gpu_utilization",
 }
 API_COLUMNS = tuple(API_READS)
-_SUFFIXES = {"n": 1e-9, "u": 1e-6, "m": 1e-3, "k": 1e3, "M": 1e6}
 
 
 @contextlib.contextmanager
@@ -159,19 +159,13 @@ def _scraping(prometheus: str, within: float = 60.0) -> None:
     raise RuntimeError(f"Prometheus did not scrape the engine within {within:g} s")
 
 
-def quantity(text: str) -> float:
-    """A Kubernetes quantity as the HPA reads it (the adapter writes 7, 81230m, 133333333n)."""
-    scale = _SUFFIXES.get(text[-1:], 1.0)
-    return float(text[:-1] if text[-1:] in _SUFFIXES else text) * scale
-
-
 async def read_api(session: aiohttp.ClientSession, adapter: str) -> dict[str, float]:
     """What the metrics APIs answer now for each of API_READS (NaN: no value)."""
     read: dict[str, float] = {}
     for key, path in API_READS.items():
         async with session.get(adapter + path) as resp:
             body = await resp.json() if resp.status == 200 else {"items": []}
-        values = [quantity(item["value"]) for item in body.get("items", [])]
+        values = [float(parse_quantity(item["value"])) for item in body.get("items", [])]
         read[key] = sum(values) if values else math.nan
     read["api_ttft_ms"] *= 1000
     return read

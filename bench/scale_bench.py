@@ -49,7 +49,7 @@ from adapter.config.rules import default_rules_text  # noqa: E402
 from bench.adapter_bench import machine, metric_value, percentile, rss_mb  # noqa: E402
 from bench.keda_polling import POLLING_INTERVAL, Polls, poll  # noqa: E402
 from bench.scale_cluster import Cluster, add_cluster_arguments, cluster_of  # noqa: E402
-from harness.processes import free_port  # noqa: E402
+from harness.processes import free_port, stop  # noqa: E402
 from harness.stores.exporter import Exporter  # noqa: E402
 from harness.stores.prometheus import Prometheus, run_prometheus  # noqa: E402
 
@@ -84,12 +84,7 @@ def process(args: list[str], log: Path, cpus: set[int]) -> Iterator[subprocess.P
     try:
         yield proc
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop(proc, within=30)
 
 
 @contextmanager

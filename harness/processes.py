@@ -41,9 +41,14 @@ def server_process(
             time.sleep(0.1)
         yield process
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        stop(process)
+
+
+def stop(process: subprocess.Popen[bytes], within: float = 10.0) -> None:
+    """SIGTERM, and SIGKILL if ``process`` has not ended ``within`` seconds later."""
+    process.terminate()
+    try:
+        process.wait(timeout=within)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()

@@ -15,6 +15,9 @@ import pytest
 
 from harness.processes import free_port
 from loadgen.cli import main
+from loadgen.serving.arrivals import Arrivals
+from loadgen.serving.rate_file import parse_rates
+from loadgen.serving.settings import OUTPUT, PROMPT
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -108,7 +111,9 @@ def test_a_simulated_run_serves_vllm_metrics_and_ends_with_a_summary(tmp_path: P
     assert " arrived, waiting " in lines[0]
     assert "Traceback" not in err
     summary = json.loads(out)
-    assert summary["arrivals"] > 0
+    # the arrivals are seed 0's Poisson process of the rate file, whatever the machine's speed
+    expected = Arrivals(parse_rates(rates.read_text(), str(rates)), PROMPT, OUTPUT, seed=0).due(2.5)
+    assert summary["arrivals"] == len(expected) > 0
     # every request that arrived is accounted for, however fast this machine ran them
     assert summary["arrivals"] == summary["finished"] + summary["waiting_at_end"] + summary["running_at_end"]
     assert summary["generation_tokens"] >= 128 * summary["finished"]
