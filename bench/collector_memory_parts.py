@@ -42,6 +42,7 @@ from bench.collector_memory import (
     wait_cycles,
     wait_for_pods,
 )
+from collector.simulation.nvml import SimulatedNvml
 from harness.processes import free_port
 
 MIB = 1024 * 1024
@@ -86,7 +87,8 @@ from collector.cli import main
 main(argv, **({"service_account": Path(account)} if account else {}))
 """
 
-# What a -k collector imports, in the order it needs them; a step that names what a tree does not import is left out.
+# What a -k collector imports, in the order it needs them; a step naming a module the collector did not load is
+# left out.
 STEPS: list[tuple[str, list[str]]] = [
     ("ssl (OpenSSL)", ["ssl"]),
     ("asyncio", ["asyncio"]),
@@ -95,7 +97,8 @@ STEPS: list[tuple[str, list[str]]] = [
     ("pynvml", ["pynvml"]),
     ("the collector's pipeline (cli, collection, nvml/, counters/, simulation/, server)", ["collector.cli"]),
     ("gRPC", ["grpc"]),
-    ("protobuf and the pod-resources stubs", ["collector.pods.podresources.api_pb2_grpc"]),
+    ("protobuf and the pod-resources messages", ["collector.pods.podresources.api_pb2"]),
+    ("h2 (the kubelet's List as one HTTP/2 request)", ["h2.connection"]),
     ("the collector's pods/ (attribution, pod directory, labels, pod-resources client)",
      ["collector.pods.attribution", "collector.pods.directory", "collector.pods.pod_resources"]),
     ("kubernetes_asyncio", ["kubernetes_asyncio.client", "kubernetes_asyncio.config"]),
@@ -183,12 +186,11 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as scratch:
         work = Path(scratch)
         counters = every_field_file(work) if args.counters == "every" else default_counters_file(work)
-        with kubernetes(work / "kube", args.pods, args.gpus, args.kube) as kube:
+        with kubernetes(work / "kube", args.pods, SimulatedNvml(args.gpus).uuids(), args.kube) as kube:
             with collector(tree, kube, counters, args, work / "plain.json", None) as pid:
                 plain = report_of(pid, work / "plain.json")
             modules = [m for m in plain["modules"] if m != "__main__"]
-            steps = [(name, mods) for name, mods in STEPS if all(m.split(".")[0] in {n.split(".")[0] for n in modules}
-                                                                   for m in mods)]  # fmt: skip
+            steps = [(name, mods) for name, mods in STEPS if set(mods) <= set(modules)]
             out = subprocess.run(
                 [sys.executable, "-c", _IMPORTS, json.dumps(steps), json.dumps(modules)],
                 cwd=tree, env={**os.environ, "PYTHONPATH": str(tree)}, capture_output=True, text=True, check=True,
