@@ -7,6 +7,7 @@ scraped without honorLabels (exported_pod/exported_namespace), and label values 
 
 from __future__ import annotations
 
+import sys
 import threading
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -92,6 +93,13 @@ def exposition(lines: list[tuple[str, dict[str, str], str]] = LINES) -> str:
     return "\n".join(out) + "\n"
 
 
+class _QuietServer(ThreadingHTTPServer):
+    def handle_error(self, request: object, client_address: object) -> None:
+        # a scraper that gave up on a page hangs up mid-write; that is the scraper's timeout, not an exporter fault
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)  # type: ignore[arg-type]
+
+
 class Exporter:
     """Serves ``text`` on /metrics from a thread (Prometheus scrapes it while tests block or await); a callable
     ``text`` is called for each scrape (counters that grow with time). ``negotiate``, when given, answers instead:
@@ -119,7 +127,7 @@ class Exporter:
             def log_message(self, format: str, *args: object) -> None:
                 pass
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server = _QuietServer(("127.0.0.1", 0), Handler)
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
 
     @property
