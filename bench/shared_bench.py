@@ -20,12 +20,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from aiohttp import web
-
 from collector.cli import build_node
-from collector.server import create_app
+from collector.server import answer_for
 from collector.settings import parse_settings
 from collector.simulation.nvml import SimulatedNvml
+from collector.web.server import HttpServer
 from harness.node import proc_tree
 from harness.node.kubelet import PodResourcesServer, gpu_pod
 from harness.node.pod_directory import StaticPodDirectory
@@ -78,9 +77,8 @@ async def main() -> None:
     )
     node = build_node(settings, nvml, True, directory=directory)
     node.start()
-    runner = web.AppRunner(create_app(node.collection), access_log=None)
-    await runner.setup()
-    await web.TCPSite(runner, "127.0.0.1", port).start()
+    server = HttpServer(answer_for(node.collection), "127.0.0.1", port)
+    await server.start()
     await asyncio.sleep(3)
 
     cpu0, wall0 = cpu_seconds(), time.monotonic()
@@ -92,7 +90,7 @@ async def main() -> None:
     )
     out, _ = await client.communicate()
     result = json.loads(out)
-    await runner.cleanup()
+    await server.stop()
     node.stop()
     kubelet.stop()
 

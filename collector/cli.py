@@ -3,18 +3,14 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
 import signal
-import ssl
 import sys
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
-
-from aiohttp import web
 
 from collector.collection import Collection
 from collector.counters.configmap import ConfigMapCounters
@@ -28,10 +24,12 @@ from collector.nvml.gpu_watch import BindWatch, GpuPresence, SysfsGpus
 from collector.nvml.reader import NvmlReader
 from collector.pods.hpc_jobs import HpcJobs
 from collector.self_metrics import Background
-from collector.server import create_app
+from collector.server import answer_for
 from collector.settings import FLAGS, Settings, parse_settings
 from collector.simulation.nvml import SimulatedNvml
-from common import connections
+from collector.web.messages import Served
+from collector.web.server import HttpServer
+from common import listener
 from common.freshness import DEFAULT_TIMING
 from common.supervisor import Work, supervise
 
@@ -68,7 +66,6 @@ def configure_logging(settings: Settings) -> None:
     else:
         handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     logging.basicConfig(level=logging.DEBUG if settings.debug else logging.INFO, handlers=[handler], force=True)
-    logging.getLogger("aiohttp.access").setLevel(logging.WARNING)
 
 
 def choose_nvml(settings: Settings) -> tuple[Nvml, bool]:
@@ -186,9 +183,9 @@ def build_node(
 
 
 def main(
-    argv: Sequence[str] | None = None, limits: connections.Limits | None = None, service_account: Path = SERVICE_ACCOUNT
+    argv: Sequence[str] | None = None, limits: listener.Limits | None = None, service_account: Path = SERVICE_ACCOUNT
 ) -> None:
-    """``limits`` replaces the connection limits of ``common/connections.py``, ``service_account`` the directory of
+    """``limits`` replaces the connection limits of ``common/listener.py``, ``service_account`` the directory of
     the pod's service account (tests, benchmarks)."""
     settings = parse_settings(argv)
     kube = KubeAccess(settings.kubeconfig, service_account)
@@ -214,41 +211,41 @@ def main(
         sys.exit(2)
     signal.signal(signal.SIGHUP, lambda *_: _reload(node, counters))
     node.start()
-    app = create_app(node.collection, middlewares=[serving.middleware] if serving else [])
-    ssl_context = serving.ssl_context if serving else None
-    for work in background_work(settings, node, counters, nvml, app):
-        app.cleanup_ctx.append(_supervised(work, background))
+    works, served = background_work(settings, node, counters, nvml)
+    answer = answer_for(node.collection, serving.check if serving else None, served)
+    server = HttpServer(answer, settings.host or None, settings.port, serving.ssl_context if serving else None,
+                        limits or listener.Limits())  # fmt: skip
+    failed = None
     try:
-        asyncio.run(_serve(app, settings, ssl_context, limits or connections.Limits()))
-    except connections.ListenError as e:
-        print(f"gpuscale-collector: error: {e}", file=sys.stderr)
-        sys.exit(2)
+        asyncio.run(_serve(server, settings, works, background))
+    except listener.ListenError as e:
+        failed = e
     finally:
         node.stop()
+    if failed is not None:  # after the collection has stopped, so that the error is the last line
+        print(f"gpuscale-collector: error: {failed}", file=sys.stderr)
+        sys.exit(2)
 
 
-async def _serve(
-    app: web.Application, settings: Settings, ssl_context: ssl.SSLContext | None, limits: connections.Limits
-) -> None:
-    """Serve until SIGTERM or SIGINT, on the adapter's bounded site: at most so many connections, each handshake and
-    request head in time and of bounded size, idle connections closed (common/connections.py)."""
-    runner = connections.runner(app, limits, access_log=None)
-    await runner.setup()
+async def _serve(server: HttpServer, settings: Settings, works: list[Work], background: Background) -> None:
+    """Serve until SIGTERM or SIGINT, with ``works`` running, on the bounded listener: at most so many connections,
+    each handshake and request head in time and of bounded size, idle connections closed (common/listener.py)."""
+    tasks = [asyncio.create_task(supervise(w, background, DEFAULT_TIMING.max_backoff), name=w.name) for w in works]
     try:
-        site = connections.BoundedSite(runner, settings.host or None, settings.port, ssl_context=ssl_context,
-                                       limits=limits)  # fmt: skip
-        await connections.listen(site, f"{settings.host or '*'}:{settings.port} (-a, --address)")
-        log.info("serving /metrics on %s://%s:%d", "https" if ssl_context else "http", settings.host or "*",
-                 settings.port)  # fmt: skip
+        await listener.listen(server, f"{settings.host or '*'}:{settings.port} (-a, --address)")
+        log.info("serving /metrics on %s", server.listener.name)
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
         await stop.wait()
         log.info("shutting down: no new connections; finishing the scrapes in flight")
-    finally:
-        await runner.cleanup()
+        await server.stop()
         log.info("stopped")
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
 
 
 def _needing_kubernetes(settings: Settings) -> list[str]:
@@ -262,19 +259,6 @@ def _needing_kubernetes(settings: Settings) -> list[str]:
         "--kubernetes-enable-dra": settings.dra,
     }
     return [flag for flag, on in given.items() if on]
-
-
-def _supervised(work: Work, background: Background) -> Callable[[web.Application], AsyncIterator[None]]:
-    """The task of ``work`` for as long as the app runs, started again whatever ends it (``common/supervisor.py``)."""
-
-    async def context(app: web.Application) -> AsyncIterator[None]:
-        task = asyncio.create_task(supervise(work, background, DEFAULT_TIMING.max_backoff), name=work.name)
-        yield
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
-
-    return context
 
 
 # -- dcgm-exporter's other ways to run: counters from a ConfigMap, GPU bind/unbind, debug dumps -----------------
@@ -300,12 +284,13 @@ def counters_source(
 
 
 def background_work(
-    settings: Settings, node: Node, counters: CountersSource, nvml: Nvml, app: web.Application
-) -> list[Work]:
+    settings: Settings, node: Node, counters: CountersSource, nvml: Nvml
+) -> tuple[list[Work], Served | None]:
     """The tasks on the event loop: the pod and ResourceSlice watches (-k), and those of -m,
-    --enable-gpu-bind-unbind-watch and --dump-enabled (the dumps also hook into every response, to dump what a scrape
-    was served)."""
+    --enable-gpu-bind-unbind-watch and --dump-enabled; and what hears of every answer sent (the dumps, to dump what
+    a scrape was served)."""
     tasks: list[Work] = []
+    served = None
     if node.directory is not None:
         tasks.append(Work("pod-directory", node.directory.run, node.directory.source))
     if node.slices is not None:
@@ -327,10 +312,9 @@ def background_work(
         )  # fmt: skip
         log.info("debug dumps enabled (--dump-enabled): a scrape of a new collection writes two files to %s",
                  dumper.describe())  # fmt: skip
-        app.on_response_prepare.append(dumper.on_response(lambda: (node.collection.latest.families,
-                                                                   node.collection.latest.taken_at)))  # fmt: skip
+        served = dumper.on_response(lambda: (node.collection.latest.families, node.collection.latest.taken_at))
         tasks.append(Work("debug-dumps", dumper.run))
-    return tasks
+    return tasks, served
 
 
 def _reload(node: Node, counters: CountersSource) -> None:

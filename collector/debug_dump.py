@@ -23,10 +23,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from aiohttp import web
-
 from collector.exposition import Family
 from collector.nvml.device import GpuInfo
+from collector.web.messages import Request, Response, Served
 
 log = logging.getLogger(__name__)
 
@@ -132,10 +131,10 @@ class Dumper:
                 log.info("removed %d debug dump file(s) older than the retention", removed)
             await asyncio.sleep(_CLEAN_EVERY)
 
-    def on_response(self, latest: Callable[[], tuple[tuple[Family, ...], float]]) -> Any:
-        """An aiohttp ``on_response_prepare`` handler: a served /metrics triggers the dump of what it served."""
+    def on_response(self, latest: Callable[[], tuple[tuple[Family, ...], float]]) -> Served:
+        """What hears of each answer the server sends: a served /metrics triggers the dump of what it served."""
 
-        async def prepared(request: web.Request, response: web.StreamResponse) -> None:
+        def prepared(request: Request, response: Response) -> None:
             if request.path != "/metrics" or response.status != 200:
                 return
             families, taken_at = latest()

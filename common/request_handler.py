@@ -14,10 +14,12 @@ import logging
 from aiohttp import web, web_protocol, web_server
 from aiohttp.http_exceptions import HttpProcessingError
 
+from common import listener
+
 log = logging.getLogger(__name__)
 
 
-class Handler(web_protocol.RequestHandler):
+class Handler(web_protocol.RequestHandler, listener.Handler):
     __slots__ = ()
 
     @property

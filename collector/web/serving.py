@@ -17,24 +17,19 @@ from __future__ import annotations
 import functools
 import logging
 import ssl
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
-
-from aiohttp import web
-from multidict import CIMultiDict
 
 from collector.errors import ConfigError
 from collector.web.basic_auth import PasswordCheck, credentials
 from collector.web.config import WebConfig, load_web_config
+from collector.web.messages import Answer, Request, Response, text
 from collector.web.rate_limit import TokenBucket
 from collector.web.tls import ServerTLS, server_tls, subject_alt_names
 from collector.web.tls_per_connection import PerConnectionContext
 from common.watched_file import WatchedFiles
 
 log = logging.getLogger(__name__)
-
-Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
 @dataclass(frozen=True)
@@ -85,7 +80,7 @@ class WebServing:
         self._bucket = self._new_bucket(None)
         log.info("web config file %s: %s", path, self._loaded.describe())
         if self._loaded.tls:
-            log.info("HTTP/1.1 is served, also where http_server_config.http2 is true: aiohttp has no HTTP/2, and "
+            log.info("HTTP/1.1 is served, also where http_server_config.http2 is true: the server has no HTTP/2, and "
                      "clients that offer it, as Prometheus does, agree on HTTP/1.1 through ALPN")  # fmt: skip
         for note in self._loaded.notes():
             log.warning("web config file %s: %s", path, note)
@@ -127,8 +122,8 @@ class WebServing:
             return None
         return bucket if bucket is not None and bucket.limit == limit else TokenBucket(limit)
 
-    @web.middleware
-    async def middleware(self, request: web.Request, handler: Handler) -> web.StreamResponse:
+    async def check(self, request: Request, page: Answer) -> Response:
+        """What every request passes through before its page (``collector/server.py``)."""
         config = self.current().config
         if config.tls and config.tls.client_allowed_sans is not None:
             refusal = _san_refusal(request, config.tls.client_allowed_sans)
@@ -137,31 +132,22 @@ class WebServing:
         if self._bucket is not None and not self._bucket.allow():
             return _error(429, "Too Many Requests", ())
         if config.users:
-            given = credentials(request.headers.get("Authorization"))
+            given = credentials(request.header("Authorization"))
             if given is None or not await self._passwords.allows(config.users, *given):
                 return _error(401, "Unauthorized", (*config.headers, ("WWW-Authenticate", "Basic")))
-        try:
-            response = await handler(request)
-        except web.HTTPException as e:
-            _add(e.headers, config.headers)
-            raise
-        _add(response.headers, config.headers)
+        response = await page(request)
+        response.add(config.headers)
         return response
 
 
-def _add(headers: CIMultiDict[str], extra: tuple[tuple[str, str], ...]) -> None:
-    for name, value in extra:
-        headers.setdefault(name, value)
-
-
-def _error(status: int, text: str, headers: tuple[tuple[str, str], ...]) -> web.Response:
+def _error(status: int, message: str, headers: tuple[tuple[str, str], ...]) -> Response:
     """As Go's ``http.Error`` answers."""
-    response = web.Response(status=status, text=text + "\n", content_type="text/plain", charset="utf-8")
-    _add(response.headers, (*headers, ("X-Content-Type-Options", "nosniff")))
+    response = text(status, message + "\n")
+    response.add((*headers, ("X-Content-Type-Options", "nosniff")))
     return response
 
 
-def _san_refusal(request: web.Request, allowed: tuple[str, ...]) -> str:
+def _san_refusal(request: Request, allowed: tuple[str, ...]) -> str:
     """Why the client's certificate is refused, or "" when one of its names is allowed."""
     ssl_object = request.transport.get_extra_info("ssl_object") if request.transport else None
     der = ssl_object.getpeercert(binary_form=True) if ssl_object else None

@@ -19,14 +19,14 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def command(limits: Mapping[str, float] | None = None, service_account: Path | None = None) -> list[str]:
     """The interpreter's arguments that start the collector: ``-m collector``, or its ``main`` handed ``limits``
-    (``common.connections.Limits`` fields) and the directory of a pod's service account."""
+    (``common.listener.Limits`` fields) and the directory of a pod's service account."""
     if not limits and service_account is None:
         return ["-m", "collector"]
     given = f"Limits(**{dict(limits)!r})" if limits else "None"
     account = f", service_account=Path({str(service_account)!r})" if service_account is not None else ""
     return [
         "-c",
-        "import sys; from pathlib import Path; from collector.cli import main; from common.connections import Limits; "
+        "import sys; from pathlib import Path; from collector.cli import main; from common.listener import Limits; "
         f"main(sys.argv[1:], {given}{account})",
     ]
 
@@ -45,7 +45,7 @@ def running_collector(
     """Start the collector on a free port and yield its URL once it has published ``collections`` collections.
 
     Its output goes to ``log`` (read it for what it said) or, when None, to a pipe read only on failure. ``limits``
-    are ``common.connections.Limits`` fields, handed to the command's ``main``; ``scheme`` https for a collector
+    are ``common.listener.Limits`` fields, handed to the command's ``main``; ``scheme`` https for a collector
     serving TLS (its certificate is not checked here); ``service_account`` the directory of a pod's service account
     (with ``env`` from ``harness/kube/threaded.py``: the collector reads the API as in a pod)."""
     port = free_port()

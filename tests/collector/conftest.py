@@ -1,11 +1,15 @@
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 
+import aiohttp
 import pytest
 
 from collector.collection import Collection
 from collector.nvml.api import Nvml
 from collector.nvml.reader import NvmlReader
+from collector.web.messages import Answer
+from collector.web.server import HttpServer
 from harness.node.nvml_trace import ReplayNvml
+from harness.node.served import Served
 
 
 @pytest.fixture
@@ -22,3 +26,20 @@ def make_collection() -> Callable[..., Collection]:
         return Collection(reader, counters_path, interval=interval, **kwargs)  # type: ignore[arg-type]
 
     return make
+
+
+@pytest.fixture
+async def serve() -> AsyncIterator[Callable[[Answer], Awaitable[Served]]]:
+    """Serves an answer (``collector.server.answer_for``) until the test ends."""
+    started: list[Served] = []
+
+    async def start(answer: Answer) -> Served:
+        server = HttpServer(answer, "127.0.0.1", 0)
+        await server.start()
+        started.append(Served(server, aiohttp.ClientSession()))
+        return started[-1]
+
+    yield start
+    for served in started:
+        await served.session.close()
+        await served.server.stop()

@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import pytest
-from aiohttp.test_utils import TestClient
-from pytest_aiohttp import AiohttpClient
 
 from collector.cli import Node, background_work, build_node
 from collector.collection import Collection
@@ -17,10 +16,12 @@ from collector.counters.configmap import ConfigMapCounters, ConfigMapRef
 from collector.kube.config import KubeAccess
 from collector.nvml.reader import CycleResult, NvmlReader
 from collector.self_metrics import Background
-from collector.server import create_app
+from collector.server import answer_for
 from collector.settings import parse_settings
 from collector.simulation.nvml import SimulatedNvml
+from collector.web.messages import Answer
 from harness.node.nvml_trace import ReplayNvml
+from harness.node.served import Served
 
 
 class Clock:
@@ -64,19 +65,19 @@ def test_a_cycle_that_raises_is_logged_counted_and_the_collection_goes_on(
     assert 'gpuscale_collector_source_stale{source="collection"} 0' in text
 
 
-async def health(client: TestClient) -> tuple[int, str]:  # type: ignore[type-arg]
-    response = await client.get("/health")
-    return response.status, await response.text()
+async def health(client: Served) -> tuple[int, str]:
+    status, _, text = await client.get("/health")
+    return status, text
 
 
 async def test_health_fails_while_a_source_has_been_failing_past_its_bound(
-    aiohttp_client: AiohttpClient, h200: ReplayNvml
+    serve: Callable[[Answer], Awaitable[Served]], h200: ReplayNvml
 ) -> None:
     background, clock = Background(), Clock()
     pods = background.sources.add("pod-directory", 60.0, clock)
     collection = Collection(NvmlReader(h200), None, background=background)
     collection.run_once()
-    client = await aiohttp_client(create_app(collection))
+    client = await serve(answer_for(collection))
     assert await health(client) == (200, "collecting 1 GPU(s)\n")
     pods.failed("Kubernetes API failed (HTTP503: 503 Service Unavailable)")
     clock.now += 60
@@ -104,7 +105,9 @@ def test_every_background_task_is_supervised_and_reports_its_source(tmp_path: Pa
         ConfigMapRef("gpuscale", "counters"), KubeAccess(), 30.0, source=background.sources.add("x", 60)
     )
     node: Node = build_node(settings, nvml, True, background=background)
-    work = {w.name: w for w in background_work(settings, node, counters, nvml, create_app(node.collection))}
+    works, served = background_work(settings, node, counters, nvml)
+    assert served is not None  # --dump-enabled hears of every answer
+    work = {w.name: w for w in works}
     assert sorted(work) == ["counters-configmap", "debug-dumps", "dra-resource-slices", "gpu-bind-watch",
                             "pod-directory"]  # fmt: skip
     assert work["pod-directory"].source is not None

@@ -1,4 +1,4 @@
-"""The collector's server takes connections as the adapter's does (common/connections.py), plain and with TLS: a head
+"""The collector's server takes connections as the adapter's does (common/listener.py), plain and with TLS: a head
 too long is answered 431, one too slow is closed, a TLS handshake that never comes is closed, and connections past
 the cap are closed as they are accepted. Before, anyone who reached :9400 could hold unfinished heads and TLS
 buffers without bound (200 connections with 1 MB heads took the collector from 110 to 479 MiB)."""

@@ -1,39 +1,168 @@
+import asyncio
+from collections.abc import Awaitable, Callable
+
 import pynvml
+import pytest
 from prometheus_client.openmetrics.parser import text_string_to_metric_families as parse_openmetrics
-from pytest_aiohttp import AiohttpClient
 
 from collector.collection import Collection
 from collector.nvml.reader import NvmlReader
-from collector.server import create_app
+from collector.server import answer_for
+from collector.web.messages import Answer, Request, Response, text
+from collector.web.server import HttpServer
+from common.listener import Limits
 from harness.node.nvml_trace import ReplayNvml
+from harness.node.served import Served
+from harness.waiting import wait_until
+
+Serve = Callable[[Answer], Awaitable[Served]]
 
 
-async def test_metrics_in_text_and_openmetrics(aiohttp_client: AiohttpClient, h200: ReplayNvml) -> None:
+async def test_metrics_in_text_and_openmetrics(serve: Serve, h200: ReplayNvml) -> None:
     collection = Collection(NvmlReader(h200), None)
     collection.run_once()
-    client = await aiohttp_client(create_app(collection))
-    resp = await client.get("/metrics")
-    assert resp.status == 200
-    assert resp.headers["Content-Type"] == "text/plain; version=0.0.4; charset=utf-8"
-    assert "# TYPE DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION counter" in await resp.text()
-    resp = await client.get("/metrics", headers={"Accept": "application/openmetrics-text;version=1.0.0"})
-    assert resp.headers["Content-Type"].startswith("application/openmetrics-text; version=1.0.0")
-    names = {f.name for f in parse_openmetrics(await resp.text())}  # type: ignore[no-untyped-call]
+    client = await serve(answer_for(collection))
+    status, headers, text = await client.get("/metrics")
+    assert status == 200
+    assert headers["Content-Type"] == "text/plain; version=0.0.4; charset=utf-8"
+    assert int(headers["Content-Length"]) == len(text.encode())
+    assert "# TYPE DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION counter" in text
+    status, headers, text = await client.get("/metrics", Accept="application/openmetrics-text;version=1.0.0")
+    assert headers["Content-Type"].startswith("application/openmetrics-text; version=1.0.0")
+    names = {f.name for f in parse_openmetrics(text)}  # type: ignore[no-untyped-call]
     assert "DCGM_FI_DEV_GPU_UTIL" in names
-    resp = await client.get("/health")
-    assert resp.status == 200
+    assert (await client.get("/health"))[0] == 200
 
 
-async def test_health_is_503_with_the_reason_while_nvml_is_down(aiohttp_client: AiohttpClient) -> None:
+async def test_health_is_503_with_the_reason_while_nvml_is_down(serve: Serve) -> None:
     nvml = ReplayNvml.load("h200")
     nvml.fail("nvmlInit", pynvml.NVML_ERROR_LIBRARY_NOT_FOUND)
     collection = Collection(NvmlReader(nvml), None)
     collection.run_once()
-    client = await aiohttp_client(create_app(collection))
-    resp = await client.get("/health")
-    assert resp.status == 503
-    assert "NVML did not start: LibraryNotFound" in await resp.text()
-    resp = await client.get("/metrics")  # still answers, with the collector's own series
-    assert resp.status == 200
-    assert "gpuscale_collector_nvml_up 0" in await resp.text()
-    assert (await client.get("/nope")).status == 404
+    client = await serve(answer_for(collection))
+    status, _, text = await client.get("/health")
+    assert status == 503
+    assert "NVML did not start: LibraryNotFound" in text
+    status, _, text = await client.get("/metrics")  # still answers, with the collector's own series
+    assert status == 200
+    assert "gpuscale_collector_nvml_up 0" in text
+    assert (await client.get("/nope"))[:1] == (404,)
+
+
+async def exchange(served: Served, raw: bytes) -> bytes:
+    """``raw`` sent on a new connection; all the server writes until it closes the connection."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", served.server.port)
+    try:
+        writer.write(raw)
+        return await asyncio.wait_for(reader.read(), 10)
+    finally:
+        writer.close()
+        await writer.wait_closed()
+
+
+def index_only(body: bytes = b"ok\n") -> Answer:
+    async def answer(request: Request) -> Response:
+        if request.path != "/":
+            return text(404, "404: Not Found")
+        return Response(200, body, {"Content-Type": "text/plain"})
+
+    return answer
+
+
+async def test_head_get_and_method_not_allowed(serve: Serve, h200: ReplayNvml) -> None:
+    collection = Collection(NvmlReader(h200), None)
+    collection.run_once()
+    client = await serve(answer_for(collection))
+    async with client.session.head(client.url + "/metrics") as response:
+        assert response.status == 200
+        length = int(response.headers["Content-Length"])
+        assert await response.read() == b""
+    assert length == len(collection.latest.text())  # the length a GET would have
+    async with client.session.post(client.url + "/metrics", data=b"x") as response:
+        assert response.status == 405
+        assert response.headers["Allow"] == "GET, HEAD"
+        assert await response.text() == "405: Method Not Allowed"
+
+
+async def test_one_connection_answers_requests_one_after_the_other_and_pipelined(serve: Serve) -> None:
+    served = await serve(index_only())
+    one = b"GET / HTTP/1.1\r\nHost: c\r\n\r\n"
+    last = b"GET / HTTP/1.1\r\nHost: c\r\nConnection: close\r\n\r\n"
+    out = await exchange(served, one + one + last)  # all three sent before the first answer
+    assert out.count(b"HTTP/1.1 200 OK\r\n") == 3
+    assert out.count(b"\r\n\r\nok\n") == 3
+    assert out.endswith(b"ok\n")
+
+
+async def test_http_1_0_gets_its_answer_and_the_connection_closes(serve: Serve) -> None:
+    out = await exchange(await serve(index_only()), b"GET / HTTP/1.0\r\n\r\n")
+    head, _, body = out.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 200 OK\r\n")
+    assert b"Content-Length: 3" in head
+    assert body == b"ok\n"
+
+
+async def test_a_head_that_cannot_be_parsed_is_400_quoting_nothing(serve: Serve) -> None:
+    secret = b"Bearer s3cret\x01"
+    out = await exchange(
+        await serve(index_only()), b"GET / HTTP/1.1\r\nHost: c\r\nAuthorization: " + secret + b"\r\n\r\n"
+    )
+    assert out.startswith(b"HTTP/1.1 400 Bad Request\r\n")
+    assert out.endswith(b"\r\n\r\n400 Bad Request: malformed request\n")
+    assert b"s3cret" not in out
+
+
+async def test_a_request_without_host_is_400_as_go_answers_it(serve: Serve) -> None:
+    out = await exchange(await serve(index_only()), b"GET / HTTP/1.1\r\n\r\n")
+    assert out.startswith(b"HTTP/1.1 400 Bad Request\r\n")
+
+
+async def test_an_idle_connection_is_closed_after_the_idle_timeout() -> None:
+    server = HttpServer(index_only(), "127.0.0.1", 0, limits=Limits(idle_timeout=0.2))
+    await server.start()
+    try:
+        reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+        writer.write(b"GET / HTTP/1.1\r\nHost: c\r\n\r\n")
+        head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
+        assert head.startswith(b"HTTP/1.1 200 OK\r\n")
+        assert await asyncio.wait_for(reader.read(), 10) == b"ok\n"  # then the end: the server closed it
+        writer.close()
+        await writer.wait_closed()
+    finally:
+        await server.stop()
+
+
+async def test_stopping_sends_the_answer_in_progress_then_closes() -> None:
+    release = asyncio.Event()
+
+    async def slow(request: Request) -> Response:
+        await release.wait()
+        return text(200, "late\n")
+
+    server = HttpServer(slow, "127.0.0.1", 0)
+    await server.start()
+    reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+    writer.write(b"GET / HTTP/1.1\r\nHost: c\r\n\r\n")
+    await wait_until(lambda: server.listener.open == 1 and not server.listener.handlers()[0].idle)
+    stopping = asyncio.create_task(server.stop(grace=10))
+    await asyncio.sleep(0.05)
+    with pytest.raises(ConnectionRefusedError):  # no new connections
+        await asyncio.open_connection("127.0.0.1", server.port)
+    release.set()
+    out = await asyncio.wait_for(reader.read(), 10)
+    assert out.startswith(b"HTTP/1.1 200 OK\r\n")
+    assert out.endswith(b"\r\n\r\nlate\n")
+    await stopping
+    assert server.listener.open == 0
+    writer.close()
+    await writer.wait_closed()
+
+
+async def test_an_answer_that_fails_is_500_and_logged(serve: Serve, caplog: pytest.LogCaptureFixture) -> None:
+    async def broken(request: Request) -> Response:
+        raise ZeroDivisionError("division by zero")
+
+    client = await serve(broken)
+    status, _, body = await client.get("/")
+    assert (status, body) == (500, "500: Internal Server Error\n")
+    assert any(r.getMessage() == "GET / failed" and r.exc_info for r in caplog.records)

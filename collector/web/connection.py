@@ -1,0 +1,174 @@
+"""One HTTP/1.1 connection of the collector's server: requests parsed by h11, answered one after the other.
+
+The listener (``common/listener.py``) puts its bounds in front: the handshake and each request head in time and of
+bounded size, request lines of HTTP/1.0 or 1.1 only, no chunked bodies. What is left here is HTTP itself: h11 reads
+each request and frames each answer (``Content-Length``, keep-alive, ``Connection: close`` where the client asked
+for it or HTTP/1.0 implies it), and a connection that waits between requests for longer than the idle timeout is
+closed, as Go's ``IdleTimeout`` does. A request h11 cannot take is answered 400 (or its own status) naming no part
+of it, and the connection closed. No path takes a body: one that is sent is read and dropped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+from collections.abc import Sequence
+from typing import cast
+
+import h11
+
+from collector.web.messages import Answer, Request, Response, http_date, reason, status_text, text
+from common import listener
+
+log = logging.getLogger(__name__)
+
+_CONTROL = re.compile(rb"[\x00-\x08\x0a-\x1f\x7f]")  # in a field value: controls but HTAB
+
+
+class Connection(listener.Handler):
+    def __init__(self, answer: Answer, idle_timeout: float, max_head_bytes: int) -> None:
+        self._answer = answer
+        self._idle_timeout = idle_timeout
+        # above the listener's own bound, which answers 431 first
+        self._h11 = h11.Connection(h11.SERVER, max_incomplete_event_size=max_head_bytes + 1024)
+        self._transport: asyncio.Transport | None = None
+        self._request: h11.Request | None = None
+        self._answering: asyncio.Task[None] | None = None
+        self._idle_timer: asyncio.TimerHandle | None = None
+        self._closing = False  # the server is stopping: close once the answer in progress is sent
+
+    @property
+    def idle(self) -> bool:
+        return self._answering is None
+
+    @property
+    def certified(self) -> bool:
+        ssl_object = self._transport.get_extra_info("ssl_object") if self._transport is not None else None
+        return ssl_object is not None and ssl_object.getpeercert(binary_form=True) is not None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self._transport = cast(asyncio.Transport, transport)
+
+    def data_received(self, data: bytes) -> None:
+        self._stop_idle_timer()
+        self._h11.receive_data(data)
+        if self._answering is None:
+            self._next()
+
+    def eof_received(self) -> bool:
+        self._h11.receive_data(b"")
+        if self._answering is None:
+            self._next()
+        return True  # the transport stays open for an answer in progress; the connection closes itself after
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._stop_idle_timer()
+        self._transport = None
+        if self._answering is not None:
+            self._answering.cancel()
+
+    def shut_down(self) -> None:
+        """The server is stopping: close now if no request is being answered, else once its answer is sent."""
+        self._closing = True
+        if self._answering is None and self._transport is not None:
+            self._transport.close()
+
+    def _next(self) -> None:
+        """Move along the requests received: start answering the next complete one, or wait for more."""
+        while self._transport is not None and self._answering is None:
+            try:
+                event = self._h11.next_event()
+            except h11.RemoteProtocolError as e:
+                self._refuse(e.error_status_hint)
+                return
+            if event is h11.NEED_DATA or event is h11.PAUSED:
+                return
+            if isinstance(event, h11.Request):
+                if any(_CONTROL.search(value) for _, value in event.headers):
+                    self._refuse(400)  # h11 lets them through; Go's server and aiohttp's parser refuse them
+                    return
+                self._request = event
+            elif isinstance(event, h11.EndOfMessage):
+                assert self._request is not None, "h11 gives a request before its end"
+                request = self._request
+                self._answering = asyncio.get_running_loop().create_task(self._respond(request))
+            elif isinstance(event, h11.ConnectionClosed):
+                self._transport.close()
+                return
+            # h11.Data: a body no path takes, dropped
+
+    async def _respond(self, event: h11.Request) -> None:
+        transport = self._transport
+        request = Request(
+            method=event.method.decode("ascii"),
+            path=event.target.decode("latin-1").partition("?")[0],
+            headers=_headers(event.headers),
+            transport=transport,
+        )
+        try:
+            response = await self._answer(request)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("%s %s failed", request.method, request.path)
+            response = text(500, status_text(500) + "\n")
+        self._answering = None
+        self._request = None
+        if self._transport is None or self._transport.is_closing():
+            return
+        try:
+            self._send(response, head_only=request.method == "HEAD")
+        except h11.LocalProtocolError:
+            self._transport.abort()  # an answer h11 cannot frame: the client sees the connection cut, not a bad one
+            return
+        if self._closing or self._h11.our_state is not h11.DONE or self._h11.their_state is not h11.DONE:
+            self._transport.close()
+            return
+        self._h11.start_next_cycle()
+        self._start_idle_timer()
+        self._next()  # a request the client sent before this answer (pipelined) is in h11's buffer
+
+    def _send(self, response: Response, head_only: bool) -> None:
+        assert self._transport is not None, "checked by the caller"
+        headers = [(name, value) for name, value in response.headers.items()
+                   if name.lower() not in ("content-length", "transfer-encoding", "date")]  # fmt: skip
+        headers += [("Content-Length", str(len(response.body))), ("Date", http_date())]
+        out = self._h11.send(h11.Response(status_code=response.status, headers=headers,
+                                          reason=reason(response.status).encode()))  # fmt: skip
+        if response.body and not head_only:
+            out += self._h11.send(h11.Data(data=response.body))
+        out += self._h11.send(h11.EndOfMessage())
+        self._transport.write(out)
+
+    def _refuse(self, status: int) -> None:
+        """Answer a request h11 could not take, without quoting it (its message would), and close."""
+        assert self._transport is not None, "called while connected"
+        peer = self._transport.get_extra_info("peername")
+        log.debug("refused a request from %s that could not be parsed", peer[0] if peer else "an unknown address")
+        body = f"{status} {reason(status)}: malformed request\n".encode()
+        head = (f"HTTP/1.1 {status} {reason(status)}\r\nContent-Type: text/plain; charset=utf-8\r\n"
+                f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n").encode()  # fmt: skip
+        self._transport.write(head + body)
+        self._transport.close()
+
+    def _start_idle_timer(self) -> None:
+        self._idle_timer = asyncio.get_running_loop().call_later(self._idle_timeout, self._idle_expired)
+
+    def _stop_idle_timer(self) -> None:
+        if self._idle_timer is not None:
+            self._idle_timer.cancel()
+            self._idle_timer = None
+
+    def _idle_expired(self) -> None:
+        self._idle_timer = None
+        if self._transport is not None and self._answering is None:
+            self._transport.close()
+
+
+def _headers(fields: Sequence[tuple[bytes, bytes]]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for name, value in fields:
+        key, text_value = name.decode("latin-1"), value.decode("latin-1")
+        out[key] = f"{out[key]}, {text_value}" if key in out else text_value
+    return out
