@@ -60,7 +60,9 @@ class Connection(listener.Handler):
         self._h11.receive_data(b"")
         if self._answering is None:
             self._next()
-        return True  # the transport stays open for an answer in progress; the connection closes itself after
+        # a plain connection stays open for the answer in progress, then closes itself; TLS closes either way
+        plain = self._transport is not None and self._transport.get_extra_info("sslcontext") is None
+        return self._answering is not None and plain
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._stop_idle_timer()

@@ -166,3 +166,15 @@ async def test_an_answer_that_fails_is_500_and_logged(serve: Serve, caplog: pyte
     status, _, body = await client.get("/")
     assert (status, body) == (500, "500: Internal Server Error\n")
     assert any(r.getMessage() == "GET / failed" and r.exc_info for r in caplog.records)
+
+
+async def test_a_client_that_sends_its_request_and_half_closes_gets_its_answer(serve: Serve) -> None:
+    served = await serve(index_only())
+    reader, writer = await asyncio.open_connection("127.0.0.1", served.server.port)
+    writer.write(b"GET / HTTP/1.1\r\nHost: c\r\n\r\n")
+    writer.write_eof()
+    out = await asyncio.wait_for(reader.read(), 10)
+    assert out.startswith(b"HTTP/1.1 200 OK\r\n")
+    assert out.endswith(b"\r\n\r\nok\n")
+    writer.close()
+    await writer.wait_closed()
