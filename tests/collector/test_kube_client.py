@@ -1,14 +1,18 @@
 """The collector's Kubernetes client against the stand-in API server over TLS: the pod's service account (its token
-read again as it rotates), a kubeconfig's client certificates, tls-server-name, exec plugins, refusals."""
+read again as it rotates), a kubeconfig's client certificates, tls-server-name, exec plugins, refusals; and against
+a bare HTTP server that answers with bytes as they are, for what the stand-in never sends: a body cut short, a watch
+cut off, a line too long, the connection kept between requests."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 import stat
 import sys
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -16,9 +20,10 @@ import pytest
 import trustme
 import yaml
 
-from collector.errors import ConfigError, KubeApiError, KubeUnreachable
-from collector.kube.client import KubeClient
-from collector.kube.config import KubeAccess
+from collector.errors import ConfigError, KubeApiError, KubeError, KubeUnreachable
+from collector.kube import client as kube_client
+from collector.kube.client import KubeClient, WatchStream
+from collector.kube.config import KubeAccess, KubeConfig
 from collector.kube.watch import LIST_METADATA, WATCH_METADATA
 from harness.kube.api import TOKEN, USER, FakeKubeAPIServer
 from harness.kube.pki import CA
@@ -260,3 +265,239 @@ async def test_metadata_only_lists_and_watches_carry_no_spec(served: Served, tmp
         assert "spec" in json.loads(await client.get(PODS, {}, 5))["items"][0]  # asked for the whole object
     finally:
         await client.close()
+
+
+async def test_selectors_reach_the_server_as_they_were_given(served: Served, tmp_path: Path) -> None:
+    cluster = {"certificate-authority-data": b64(served.ca.cert_pem.bytes())}
+    path = kubeconfig(tmp_path / "kubeconfig", f"https://127.0.0.1:{served.port}", cluster, {"token": TOKEN})
+    client = KubeClient(KubeAccess(path).config())
+    served.api.put("pods", "b", labels={"app": "x"}, namespace="ml", spec={"nodeName": "node-a"})
+    served.api.put("pods", "c", labels={"app": "x"}, namespace="ml", spec={"nodeName": "node-b"})
+    params = {"fieldSelector": "spec.nodeName=node-a", "labelSelector": "app in (x, y),tier!=db"}
+    try:
+        assert items(await client.get(PODS, params, 5)) == ["b"]
+        assert served.api.requests[-1] == (PODS, params)
+    finally:
+        await client.close()
+
+
+# --- a bare server, for answers the stand-in does not give -----------------------------------------------------
+
+
+@dataclass
+class Raw:
+    """What the bare server was sent: each connection's request heads, in order."""
+
+    port: int
+    connections: list[list[bytes]] = field(default_factory=list)
+
+
+@asynccontextmanager
+async def raw_server(*answers: bytes, hold: bool = False) -> AsyncIterator[Raw]:
+    """An HTTP server on 127.0.0.1 that answers each request it reads, whichever connection brings it, with the next
+    of ``answers`` as it is; after the last it closes the connection, or with ``hold`` keeps it open silent."""
+    left = list(answers)
+    handlers: set[asyncio.Task[None]] = set()
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        handlers.add(task)
+        heads: list[bytes] = []
+        raw.connections.append(heads)
+        try:
+            while left:
+                try:
+                    heads.append(await reader.readuntil(b"\r\n\r\n"))
+                except asyncio.IncompleteReadError:
+                    return  # the client closed the connection
+                writer.write(left.pop(0))
+                await writer.drain()
+            if hold:
+                await asyncio.Event().wait()
+        finally:
+            writer.close()
+
+    server = await asyncio.start_server(serve, "127.0.0.1", 0)
+    raw = Raw(server.sockets[0].getsockname()[1])
+    try:
+        yield raw
+    finally:
+        server.close()
+        for task in handlers:
+            task.cancel()
+        await asyncio.gather(*handlers, return_exceptions=True)
+        await server.wait_closed()
+
+
+def plain(raw: Raw, prefix: str = "") -> KubeClient:
+    return KubeClient(KubeConfig(f"http://127.0.0.1:{raw.port}{prefix}", "a test", token=TOKEN))
+
+
+def answer(body: bytes, status: str = "200 OK", headers: str = "") -> bytes:
+    return (
+        f"HTTP/1.1 {status}\r\nContent-Type: application/json\r\nContent-Length: {len(body)}\r\n{headers}\r\n".encode()
+        + body
+    )
+
+
+def chunked(*parts: bytes, last: bool = True) -> bytes:
+    """A 200 whose body is ``parts`` as chunks, with the last chunk unless ``last`` is false (the body cut off)."""
+    head = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
+    chunks = b"".join(b"%x\r\n%s\r\n" % (len(part), part) for part in parts)
+    return head + chunks + (b"0\r\n\r\n" if last else b"")
+
+
+async def read_lines(stream: WatchStream, into: list[bytes]) -> None:
+    async for line in stream.lines():
+        into.append(line)
+
+
+async def test_requests_made_one_after_the_other_share_one_connection() -> None:
+    async with raw_server(answer(b'{"n": 1}'), answer(b'{"n": 2}')) as raw:
+        client = plain(raw, "/prefix")
+        try:
+            assert await client.get(PODS, {"fieldSelector": "spec.nodeName=node-a"}, 5) == b'{"n": 1}'
+            assert await client.get(PODS, {}, 5) == b'{"n": 2}'
+        finally:
+            await client.close()
+    [[first, second]] = raw.connections
+    lines = first.decode().split("\r\n")
+    assert lines[0] == "GET /prefix/api/v1/pods?fieldSelector=spec.nodeName%3Dnode-a HTTP/1.1"
+    headers = {name.lower(): value for name, _, value in (line.partition(": ") for line in lines[1:] if line)}
+    assert headers == {
+        "host": f"127.0.0.1:{raw.port}", "accept": "application/json", "user-agent": "gpuscale-collector",
+        "authorization": f"Bearer {TOKEN}",
+    }  # fmt: skip
+    assert second.startswith(b"GET /prefix/api/v1/pods HTTP/1.1\r\n")
+
+
+@pytest.mark.parametrize("why", ["the server closes it", "it was idle too long"])
+async def test_a_connection_the_server_closes_or_idle_too_long_is_not_used_again(
+    why: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    headers = "Connection: close\r\n" if why == "the server closes it" else ""
+    if why == "it was idle too long":
+        monkeypatch.setattr(kube_client, "_IDLE_SECONDS", 0.0)
+    async with raw_server(answer(b"{}", headers=headers), answer(b"[]")) as raw:
+        client = plain(raw)
+        try:
+            assert await client.get(PODS, {}, 5) == b"{}"
+            assert await client.get(PODS, {}, 5) == b"[]"
+        finally:
+            await client.close()
+    assert [len(heads) for heads in raw.connections] == [1, 1]
+
+
+async def test_a_body_shorter_than_its_length_is_unreachable() -> None:
+    async with raw_server(answer(b'{"items": []}')[:-3]) as raw:
+        client = plain(raw)
+        try:
+            with pytest.raises(KubeUnreachable, match=r"^GET /api/v1/pods: RemoteProtocolError: .*expected 13"):
+                await client.get(PODS, {}, 5)
+        finally:
+            await client.close()
+
+
+async def test_a_server_that_closes_without_answering_is_unreachable() -> None:
+    async with raw_server(b"") as raw:
+        client = plain(raw)
+        try:
+            with pytest.raises(KubeUnreachable, match="closed the connection without answering"):
+                await client.get(PODS, {}, 5)
+        finally:
+            await client.close()
+
+
+async def test_a_get_not_answered_in_time_is_unreachable() -> None:
+    async with raw_server(b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n{", hold=True) as raw:
+        client = plain(raw)
+        try:
+            with pytest.raises(KubeUnreachable, match=r"^GET /api/v1/pods: no answer within 0.2s$"):
+                await client.get(PODS, {}, 0.2)
+        finally:
+            await client.close()
+
+
+async def test_an_error_status_is_an_api_error_and_a_redirect_is_not_followed() -> None:
+    status = json.dumps({"kind": "Status", "code": 404, "message": 'pods "x" not found'}).encode()
+    async with raw_server(answer(status, "404 Not Found"), answer(b"", "302 Found", "Location: /elsewhere\r\n")) as raw:
+        client = plain(raw)
+        try:
+            with pytest.raises(KubeApiError, match=r'^404 Not Found: pods "x" not found$'):
+                await client.get(PODS, {}, 5)
+            with pytest.raises(KubeApiError, match=r"^302 Found$"):
+                await client.get(PODS, {}, 5)
+        finally:
+            await client.close()
+
+
+async def test_a_watch_yields_its_lines_as_they_come_and_a_last_one_without_its_newline() -> None:
+    async with raw_server(chunked(b'{"a": 1}\n{"b"', b': 2}\n\n{"c": 3}')) as raw:
+        client = plain(raw)
+        try:
+            async with await client.watch(PODS, {"watch": "1"}, 5) as stream:
+                lines = [line async for line in stream.lines()]
+        finally:
+            await client.close()
+    assert lines == [b'{"a": 1}\n', b'{"b": 2}\n', b"\n", b'{"c": 3}']
+
+
+async def test_a_watch_cut_off_mid_stream_is_unreachable() -> None:
+    async with raw_server(chunked(b'{"a": 1}\n', b'{"b": ', last=False)) as raw:
+        client = plain(raw)
+        try:
+            lines: list[bytes] = []
+            async with await client.watch(PODS, {"watch": "1"}, 5) as stream:
+                with pytest.raises(KubeUnreachable, match=r"^watch /api/v1/pods: RemoteProtocolError: .*chunked"):
+                    await read_lines(stream, lines)
+            assert lines == [b'{"a": 1}\n']
+        finally:
+            await client.close()
+
+
+async def test_a_silent_watch_is_unreachable() -> None:
+    async with raw_server(chunked(b'{"a": 1}\n', last=False), hold=True) as raw:
+        client = plain(raw)
+        try:
+            async with await client.watch(PODS, {"watch": "1"}, 0.2) as stream:
+                with pytest.raises(KubeUnreachable, match=r"^watch /api/v1/pods: TimeoutError: nothing read within"):
+                    await read_lines(stream, [])
+        finally:
+            await client.close()
+
+
+async def test_a_watch_event_over_the_limit_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    limit = 2**20
+    monkeypatch.setattr(kube_client, "MAX_EVENT_BYTES", limit)
+    at_the_limit = b"x" * (limit - 1) + b"\n"
+    async with raw_server(chunked(at_the_limit, b"y" * 1000, b"y" * limit, b"\n")) as raw:
+        client = plain(raw)
+        try:
+            lines: list[bytes] = []
+            async with await client.watch(PODS, {"watch": "1"}, 5) as stream:
+                with pytest.raises(KubeError, match=r"^watch /api/v1/pods: a watch event over 1 MiB$"):
+                    await read_lines(stream, lines)
+            assert lines == [at_the_limit]
+        finally:
+            await client.close()
+
+
+async def test_closing_the_client_ends_its_open_watches() -> None:
+    async with raw_server(chunked(b'{"a": 1}\n', last=False), hold=True) as raw:
+        client = plain(raw)
+        stream = await client.watch(PODS, {"watch": "1"}, 5)
+        await client.close()
+        with pytest.raises(KubeUnreachable):
+            await read_lines(stream, [])
+        stream.close()
+
+
+@pytest.mark.parametrize(
+    ("server", "said"),
+    [("https://127.0.0.1:port", "could not be cast to integer"), ("ftp://127.0.0.1", r"is not an http\(s\) URL")],
+)
+async def test_a_server_address_that_cannot_be_used_is_a_config_error(server: str, said: str) -> None:
+    client = KubeClient(KubeConfig(server, "a test", token=TOKEN))
+    with pytest.raises(ConfigError, match=rf"^a test: server {server}.*{said}"):
+        await client.get(PODS, {}, 5)
