@@ -1,8 +1,8 @@
 """Libraries only some flags need are imported only when those flags are given: each costs resident memory
 (protobuf ~2 MiB, cryptography ~8 MiB; docs/collector-bench.md). gRPC's library (~13 MiB once its channel is open),
-the Kubernetes client library (~39 MiB) and prometheus_client (~1 MiB) are never imported: the kubelet's List is one
-HTTP/2 call (collector/pods/grpc_unary.py), the collector's own client reads the API (YAML only for a kubeconfig,
-never in a pod) and it renders its own pages."""
+the Kubernetes client library (~39 MiB), aiohttp (~16 MiB) and prometheus_client (~1 MiB) are never imported: the
+kubelet's List is one HTTP/2 call (collector/pods/grpc_unary.py), the collector's own client reads the API (YAML only
+for a kubeconfig, never in a pod), its own server on h11 answers (collector/web/) and it renders its own pages."""
 
 from __future__ import annotations
 
@@ -18,7 +18,8 @@ from harness.kube.api import USER
 from harness.kube.threaded import ThreadedApiServer
 
 ROOT = Path(__file__).resolve().parents[2]
-HEAVY = {"grpc", "google", "h2", "kubernetes_asyncio", "cryptography", "bcrypt", "yaml", "re2", "prometheus_client"}
+HEAVY = {"grpc", "google", "h2", "kubernetes_asyncio", "cryptography", "bcrypt", "yaml", "re2", "prometheus_client",
+         "aiohttp", "multidict", "yarl"}  # fmt: skip
 
 _BUILD = """
 import json, sys
