@@ -206,9 +206,14 @@ class BoundedListener:
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
-        # no ssl= here: each accepted connection gets its TLS layer from _accept, after the limit is checked
-        self.server = await loop.create_server(self._accept, self._host, self._port, backlog=self._backlog)
+        # No ssl= here: each accepted connection gets its TLS layer from _accept, after the limit is checked. Not
+        # serving yet: asyncio's create_server yields to the loop after its sockets listen, and a start cancelled
+        # there (a program stopped as it starts) would lose the server with its sockets still open.
+        self.server = await loop.create_server(
+            self._accept, self._host, self._port, backlog=self._backlog, start_serving=False
+        )
         self._port = int(self.server.sockets[0].getsockname()[1])
+        await self.server.start_serving()  # cancelled here, the server is kept for close()
 
     def handlers(self) -> list[Handler]:
         """The open connections' handlers, oldest first."""
