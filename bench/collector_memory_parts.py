@@ -93,6 +93,7 @@ STEPS: list[tuple[str, list[str]]] = [
     ("ssl (OpenSSL)", ["ssl"]),
     ("asyncio", ["asyncio"]),
     ("aiohttp (server and client; multidict, yarl, frozenlist)", ["aiohttp", "aiohttp.web"]),
+    ("h11 (HTTP/1.1: the server and the Kubernetes client)", ["h11"]),
     ("prometheus_client", ["prometheus_client"]),
     ("pynvml", ["pynvml"]),
     ("the collector's pipeline (cli, collection, nvml/, counters/, simulation/, server)", ["collector.cli"]),
