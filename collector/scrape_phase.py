@@ -12,9 +12,10 @@ phase, and the cycles keep their own.
 from __future__ import annotations
 
 import math
-import statistics
 import threading
 from collections import deque
+
+from common.median import median
 
 _WINDOW_SECONDS = 120.0  # scrapes older than this are forgotten: a scraper that moved is followed within it
 _MAX_SCRAPES = 4096  # a bound whatever the request rate
@@ -56,7 +57,7 @@ class ScrapePhase:
         windows = [bins[i - 1] + bins[i] + bins[(i + 1) % _BINS] for i in range(_BINS)]
         peak = max(range(_BINS), key=windows.__getitem__)
         # measured against the median phase, which clients polling at every phase (people, a bench) raise evenly
-        if windows[peak] < _MIN_SCRAPES + _PEAK_OVER_MEDIAN * statistics.median(windows):
+        if windows[peak] < _MIN_SCRAPES + _PEAK_OVER_MEDIAN * median(windows):
             return None
         # the mean arrival phase inside the peak's three bins, on the circle (the peak may wrap past 0)
         turn = 2 * math.pi / self._interval

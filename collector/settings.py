@@ -26,7 +26,6 @@ from common.flags import (
     integer,
     milliseconds,
     optional_text,
-    package_version,
     string_list,
 )
 
@@ -194,7 +193,7 @@ FLAGS = FlagTable(
              ignored="/debug/pprof serves Go runtime profiles and this collector is a Python program; profile it "
              "from outside with py-spy (py-spy dump --pid <pid>)"),
     ],
-    version=package_version(),
+    version=True,
 )  # fmt: skip
 
 

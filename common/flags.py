@@ -12,7 +12,6 @@ import argparse
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -48,10 +47,25 @@ def plain(doc: str | None) -> str:
 
 def package_version() -> str:
     """The installed distribution's version, which each program's ``--version`` prints."""
+    # imported here: importlib.metadata brings email and zipfile, 2.7 MB resident in a collector that never asks
+    from importlib import metadata
+
     try:
         return metadata.version("gpuscale")
     except metadata.PackageNotFoundError:  # run from a source tree that was never installed
         return "unknown"
+
+
+class _Version(argparse.Action):
+    """argparse's ``version`` action, the version read only when asked for."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, prog: str = "", **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0, help="show the version and exit")
+        self.prog = prog
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: Any) -> None:
+        print(f"{self.prog} version {package_version()}")  # on stdout, as argparse's own version action
+        parser.exit()
 
 
 def flag(*names: str, help: str, **options: Any) -> Flag:
@@ -71,8 +85,10 @@ def defaults_of(flags: Sequence[Flag]) -> Callable[[str], Any]:
 
 
 class FlagTable:
-    def __init__(self, prog: str, description: str, env_prefix: str, flags: Sequence[Flag], version: str = "") -> None:
-        """``version``: when given, ``-v``/``--version`` prints ``<prog> version <version>`` and exits 0, as Go
+    def __init__(
+        self, prog: str, description: str, env_prefix: str, flags: Sequence[Flag], version: bool = False
+    ) -> None:
+        """``version``: ``-v``/``--version`` prints ``<prog> version <the installed version>`` and exits 0, as Go
         programs built with urfave/cli (dcgm-exporter) do; it has no environment variable."""
         self.prog = prog
         self.description = description
@@ -98,7 +114,7 @@ class FlagTable:
             prog=self.prog, description=self.description, allow_abbrev=False, exit_on_error=False
         )
         if self.version:
-            p.add_argument("-v", "--version", action="version", version=f"{self.prog} version {self.version}")
+            p.add_argument("-v", "--version", action=_Version, prog=self.prog)
         ignored = p.add_argument_group("accepted for compatibility, without effect here")
         for f in self.flags.values():
             variables = ", ".join(f"${n}" for n in self.env_names(f))

@@ -12,7 +12,6 @@ from __future__ import annotations
 import csv
 import io
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
 
 from collector.counters.legacy_names import LEGACY_FIELDS
@@ -106,7 +105,8 @@ def parse(text: str, source: str) -> Counters:
 def load(path: str | None) -> Counters:
     """Read the counters file at ``path``, or the file shipped with the package when ``path`` is None."""
     if path is None:
-        text = resources.files(__package__).joinpath(DEFAULT_FILE).read_text(encoding="utf-8")
+        # beside this module, as the wheel installs it (importlib.resources' reader would bring zipfile)
+        text = (Path(__file__).parent / DEFAULT_FILE).read_text(encoding="utf-8")
         return parse(text, f"<built-in {DEFAULT_FILE}>")
     try:
         text = Path(path).read_text(encoding="utf-8")

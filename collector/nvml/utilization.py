@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import itertools
 import logging
-import statistics
 import time
 from collections import deque
 from collections.abc import Callable, Iterable
@@ -29,6 +28,7 @@ from collections.abc import Callable, Iterable
 from collector.nvml.api import Handle, Nvml
 from collector.nvml.fields import SAMPLED_READINGS, SampledReading
 from collector.nvml.readings import READINGS, typed_value
+from common.median import median
 
 log = logging.getLogger(__name__)
 
@@ -80,7 +80,7 @@ class SampleWindow:
 
     def _spacing(self) -> int:
         gaps = [b[0] - a[0] for a, b in itertools.pairwise(self._samples) if b[0] > a[0]]
-        return int(statistics.median(gaps)) if gaps else _DEFAULT_SPACING_US
+        return int(median(gaps)) if gaps else _DEFAULT_SPACING_US
 
 
 class UtilizationSampler:

@@ -19,7 +19,7 @@ from harness.kube.threaded import ThreadedApiServer
 
 ROOT = Path(__file__).resolve().parents[2]
 HEAVY = {"grpc", "google", "h2", "kubernetes_asyncio", "cryptography", "bcrypt", "yaml", "re2", "prometheus_client",
-         "aiohttp", "multidict", "yarl"}  # fmt: skip
+         "aiohttp", "multidict", "yarl", "email", "zipfile", "statistics"}  # fmt: skip
 
 _BUILD = """
 import json, sys
