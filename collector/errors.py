@@ -10,7 +10,7 @@ PodResourcesError      the kubelet's pod-resources call failed; ``kind`` names h
 ProcessGone            a process exited between being listed and being looked up
 KubeError              a Kubernetes API request failed (``kube/client.py``); the watch or read is tried again
 ├── KubeApiError       the API server answered an error status, or a watch sent an ERROR event: its code and Status
-└── KubeUnreachable    no answer: connection, TLS, timeout, a stream cut short (the library's error named inside)
+└── KubeUnreachable    no answer: connection, TLS, time, a stream cut short (the socket's, TLS's or h11's error named)
 """
 
 
