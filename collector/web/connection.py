@@ -101,26 +101,21 @@ class Connection(listener.Handler):
             # h11.Data: a body no path takes, dropped
 
     async def _respond(self, event: h11.Request) -> None:
-        transport = self._transport
-        request = Request(
-            method=event.method.decode("ascii"),
-            path=event.target.decode("latin-1").partition("?")[0],
-            headers=_headers(event.headers),
-            transport=transport,
-        )
+        method, path = event.method.decode("latin-1"), event.target.decode("latin-1").partition("?")[0]
         try:
+            request = Request(method, path, _headers(event.headers), self._transport)
             response = await self._answer(request)
         except asyncio.CancelledError:
             raise
-        except Exception:
-            log.exception("%s %s failed", request.method, request.path)
+        except Exception:  # a bug, answered and logged: the connection must not hang on it
+            log.exception("%s %s failed", method, path)
             response = text(500, status_text(500) + "\n")
         self._answering = None
         self._request = None
         if self._transport is None or self._transport.is_closing():
             return
         try:
-            self._send(response, head_only=request.method == "HEAD")
+            self._send(response, head_only=method == "HEAD")
         except h11.LocalProtocolError:
             self._transport.abort()  # an answer h11 cannot frame: the client sees the connection cut, not a bad one
             return
