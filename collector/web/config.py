@@ -40,6 +40,7 @@ HEADERS: Mapping[str, tuple[str, ...]] = {
     "X-XSS-Protection": (),
     "Content-Security-Policy": (),
 }
+_FIELD_VALUE = re.compile(r"[\x20-\x7e\t]*")
 # what bcrypt.Cost accepts and the bcrypt library checks: $2a$, $2b$ or $2y$, a cost of 04-31, 22 + 31 characters
 _BCRYPT = re.compile(r"\$2[aby]\$(0[4-9]|[12]\d|3[01])\$[./A-Za-z0-9]{53}")
 
@@ -261,6 +262,8 @@ def _headers(reader: _Reader, node: yaml.Node | None) -> tuple[tuple[str, str], 
         value = reader.string(value_node, key)
         if HEADERS[name] and value not in HEADERS[name]:
             raise reader.fail(value_node, key, f"{value!r} is not one of {', '.join(HEADERS[name])}")
+        if not _FIELD_VALUE.fullmatch(value):  # Go's server would refuse to send it; here the file is refused
+            raise reader.fail(value_node, key, "a header value is printable ASCII, spaces and tabs")
         if value:  # exporter-toolkit: "unset if blank"
             out.append((name, value))
     return tuple(out)

@@ -116,7 +116,7 @@ class Connection(listener.Handler):
             return
         try:
             self._send(response, head_only=method == "HEAD")
-        except h11.LocalProtocolError:
+        except (h11.LocalProtocolError, ValueError):  # ValueError: a header h11 cannot encode
             self._transport.abort()  # an answer h11 cannot frame: the client sees the connection cut, not a bad one
             return
         if self._closing or self._h11.our_state is not h11.DONE or self._h11.their_state is not h11.DONE:

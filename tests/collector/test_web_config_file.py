@@ -100,6 +100,10 @@ def test_headers_users_ciphers_curves_and_rate_limit_as_exporter_toolkit_accepts
         ("http_server_config:\n  headers:\n    X-Frame-Options: foo\n",
          "http_server_config.headers.X-Frame-Options (line 3): 'foo' is not one of deny, sameorigin"),
         ("http_server_config:\n  headers:\n    X-Content-Type-Options: sniff\n", "'sniff' is not one of nosniff"),
+        ("http_server_config:\n  headers:\n    Content-Security-Policy: \"a\\nb\"\n",
+         "http_server_config.headers.Content-Security-Policy (line 3): a header value is printable ASCII"),
+        ("http_server_config:\n  headers:\n    Strict-Transport-Security: caf\u00e9\n",
+         "Strict-Transport-Security (line 3): a header value is printable ASCII, spaces and tabs"),
         ("http_server_config:\n  http2: [true]\n", "http_server_config.http2 (line 2): expected true or false, got a "
          "list"),
         ("basic_auth_users:\n  john: doe\n", "basic_auth_users.john (line 2): not a bcrypt hash"),
