@@ -78,7 +78,7 @@ class Connection(listener.Handler):
 
     def _next(self) -> None:
         """Move along the requests received: start answering the next complete one, or wait for more."""
-        while self._transport is not None and self._answering is None:
+        while self._transport is not None and not self._transport.is_closing() and self._answering is None:
             try:
                 event = self._h11.next_event()
             except h11.RemoteProtocolError as e:
