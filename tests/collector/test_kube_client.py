@@ -330,8 +330,13 @@ async def raw_server(*answers: bytes, hold: bool = False) -> AsyncIterator[Raw]:
         await server.wait_closed()
 
 
-def plain(raw: Raw, prefix: str = "") -> KubeClient:
-    return KubeClient(KubeConfig(f"http://127.0.0.1:{raw.port}{prefix}", "a test", token=TOKEN))
+@asynccontextmanager
+async def client_of(raw: Raw, prefix: str = "") -> AsyncIterator[KubeClient]:
+    client = KubeClient(KubeConfig(f"http://127.0.0.1:{raw.port}{prefix}", "a test", token=TOKEN))
+    try:
+        yield client
+    finally:
+        await client.close()
 
 
 def answer(body: bytes, status: str = "200 OK", headers: str = "") -> bytes:
@@ -354,13 +359,9 @@ async def read_lines(stream: WatchStream, into: list[bytes]) -> None:
 
 
 async def test_requests_made_one_after_the_other_share_one_connection() -> None:
-    async with raw_server(answer(b'{"n": 1}'), answer(b'{"n": 2}')) as raw:
-        client = plain(raw, "/prefix")
-        try:
-            assert await client.get(PODS, {"fieldSelector": "spec.nodeName=node-a"}, 5) == b'{"n": 1}'
-            assert await client.get(PODS, {}, 5) == b'{"n": 2}'
-        finally:
-            await client.close()
+    async with raw_server(answer(b'{"n": 1}'), answer(b'{"n": 2}')) as raw, client_of(raw, "/prefix") as client:
+        assert await client.get(PODS, {"fieldSelector": "spec.nodeName=node-a"}, 5) == b'{"n": 1}'
+        assert await client.get(PODS, {}, 5) == b'{"n": 2}'
     [[first, second]] = raw.connections
     lines = first.decode().split("\r\n")
     assert lines[0] == "GET /prefix/api/v1/pods?fieldSelector=spec.nodeName%3Dnode-a HTTP/1.1"
@@ -379,113 +380,88 @@ async def test_a_connection_the_server_closes_or_idle_too_long_is_not_used_again
     headers = "Connection: close\r\n" if why == "the server closes it" else ""
     if why == "it was idle too long":
         monkeypatch.setattr(kube_client, "_IDLE_SECONDS", 0.0)
-    async with raw_server(answer(b"{}", headers=headers), answer(b"[]")) as raw:
-        client = plain(raw)
-        try:
-            assert await client.get(PODS, {}, 5) == b"{}"
-            assert await client.get(PODS, {}, 5) == b"[]"
-        finally:
-            await client.close()
+    async with raw_server(answer(b"{}", headers=headers), answer(b"[]")) as raw, client_of(raw) as client:
+        assert await client.get(PODS, {}, 5) == b"{}"
+        assert await client.get(PODS, {}, 5) == b"[]"
     assert [len(heads) for heads in raw.connections] == [1, 1]
 
 
 async def test_a_body_shorter_than_its_length_is_unreachable() -> None:
-    async with raw_server(answer(b'{"items": []}')[:-3]) as raw:
-        client = plain(raw)
-        try:
-            with pytest.raises(KubeUnreachable, match=r"^GET /api/v1/pods: RemoteProtocolError: .*expected 13"):
-                await client.get(PODS, {}, 5)
-        finally:
-            await client.close()
+    async with raw_server(answer(b'{"items": []}')[:-3]) as raw, client_of(raw) as client:
+        with pytest.raises(KubeUnreachable, match=r"^GET /api/v1/pods: RemoteProtocolError: .*expected 13"):
+            await client.get(PODS, {}, 5)
 
 
 async def test_a_server_that_closes_without_answering_is_unreachable() -> None:
-    async with raw_server(b"") as raw:
-        client = plain(raw)
-        try:
-            with pytest.raises(KubeUnreachable, match="closed the connection without answering"):
-                await client.get(PODS, {}, 5)
-        finally:
-            await client.close()
+    async with raw_server(b"") as raw, client_of(raw) as client:
+        with pytest.raises(KubeUnreachable, match="closed the connection without answering"):
+            await client.get(PODS, {}, 5)
 
 
 async def test_a_get_not_answered_in_time_is_unreachable() -> None:
-    async with raw_server(b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n{", hold=True) as raw:
-        client = plain(raw)
-        try:
-            with pytest.raises(KubeUnreachable, match=r"^GET /api/v1/pods: no answer within 0.2s$"):
-                await client.get(PODS, {}, 0.2)
-        finally:
-            await client.close()
+    async with (
+        raw_server(b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n{", hold=True) as raw,
+        client_of(raw) as client,
+    ):
+        with pytest.raises(KubeUnreachable, match=r"^GET /api/v1/pods: no answer within 0.2s$"):
+            await client.get(PODS, {}, 0.2)
 
 
 async def test_an_error_status_is_an_api_error_and_a_redirect_is_not_followed() -> None:
     status = json.dumps({"kind": "Status", "code": 404, "message": 'pods "x" not found'}).encode()
-    async with raw_server(answer(status, "404 Not Found"), answer(b"", "302 Found", "Location: /elsewhere\r\n")) as raw:
-        client = plain(raw)
-        try:
-            with pytest.raises(KubeApiError, match=r'^404 Not Found: pods "x" not found$'):
-                await client.get(PODS, {}, 5)
-            with pytest.raises(KubeApiError, match=r"^302 Found$"):
-                await client.get(PODS, {}, 5)
-        finally:
-            await client.close()
+    async with (
+        raw_server(answer(status, "404 Not Found"), answer(b"", "302 Found", "Location: /elsewhere\r\n")) as raw,
+        client_of(raw) as client,
+    ):
+        with pytest.raises(KubeApiError, match=r'^404 Not Found: pods "x" not found$'):
+            await client.get(PODS, {}, 5)
+        with pytest.raises(KubeApiError, match=r"^302 Found$"):
+            await client.get(PODS, {}, 5)
 
 
 async def test_a_watch_yields_its_lines_as_they_come_and_a_last_one_without_its_newline() -> None:
-    async with raw_server(chunked(b'{"a": 1}\n{"b"', b': 2}\n\n{"c": 3}')) as raw:
-        client = plain(raw)
-        try:
-            async with await client.watch(PODS, {"watch": "1"}, 5) as stream:
-                lines = [line async for line in stream.lines()]
-        finally:
-            await client.close()
+    async with (
+        raw_server(chunked(b'{"a": 1}\n{"b"', b': 2}\n\n{"c": 3}')) as raw,
+        client_of(raw) as client,
+        await client.watch(PODS, {"watch": "1"}, 5) as stream,
+    ):
+        lines = [line async for line in stream.lines()]
     assert lines == [b'{"a": 1}\n', b'{"b": 2}\n', b"\n", b'{"c": 3}']
 
 
 async def test_a_watch_cut_off_mid_stream_is_unreachable() -> None:
-    async with raw_server(chunked(b'{"a": 1}\n', b'{"b": ', last=False)) as raw:
-        client = plain(raw)
-        try:
-            lines: list[bytes] = []
-            async with await client.watch(PODS, {"watch": "1"}, 5) as stream:
-                with pytest.raises(KubeUnreachable, match=r"^watch /api/v1/pods: RemoteProtocolError: .*chunked"):
-                    await read_lines(stream, lines)
-            assert lines == [b'{"a": 1}\n']
-        finally:
-            await client.close()
+    async with raw_server(chunked(b'{"a": 1}\n', b'{"b": ', last=False)) as raw, client_of(raw) as client:
+        lines: list[bytes] = []
+        async with await client.watch(PODS, {"watch": "1"}, 5) as stream:
+            with pytest.raises(KubeUnreachable, match=r"^watch /api/v1/pods: RemoteProtocolError: .*chunked"):
+                await read_lines(stream, lines)
+        assert lines == [b'{"a": 1}\n']
 
 
 async def test_a_silent_watch_is_unreachable() -> None:
-    async with raw_server(chunked(b'{"a": 1}\n', last=False), hold=True) as raw:
-        client = plain(raw)
-        try:
-            async with await client.watch(PODS, {"watch": "1"}, 0.2) as stream:
-                with pytest.raises(KubeUnreachable, match=r"^watch /api/v1/pods: TimeoutError: nothing read within"):
-                    await read_lines(stream, [])
-        finally:
-            await client.close()
+    async with (
+        raw_server(chunked(b'{"a": 1}\n', last=False), hold=True) as raw,
+        client_of(raw) as client,
+        await client.watch(PODS, {"watch": "1"}, 0.2) as stream,
+    ):
+        with pytest.raises(KubeUnreachable, match=r"^watch /api/v1/pods: TimeoutError: nothing read within"):
+            await read_lines(stream, [])
 
 
 async def test_a_watch_event_over_the_limit_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
     limit = 2**20
     monkeypatch.setattr(kube_client, "MAX_EVENT_BYTES", limit)
     at_the_limit = b"x" * (limit - 1) + b"\n"
-    async with raw_server(chunked(at_the_limit, b"y" * 1000, b"y" * limit, b"\n")) as raw:
-        client = plain(raw)
-        try:
-            lines: list[bytes] = []
-            async with await client.watch(PODS, {"watch": "1"}, 5) as stream:
-                with pytest.raises(KubeError, match=r"^watch /api/v1/pods: a watch event over 1 MiB$"):
-                    await read_lines(stream, lines)
-            assert lines == [at_the_limit]
-        finally:
-            await client.close()
+    async with raw_server(chunked(at_the_limit, b"y" * 1000, b"y" * limit, b"\n")) as raw, client_of(raw) as client:
+        lines: list[bytes] = []
+        async with await client.watch(PODS, {"watch": "1"}, 5) as stream:
+            with pytest.raises(KubeError, match=r"^watch /api/v1/pods: a watch event over 1 MiB$"):
+                await read_lines(stream, lines)
+        assert lines == [at_the_limit]
 
 
 async def test_closing_the_client_ends_its_open_watches() -> None:
-    async with raw_server(chunked(b'{"a": 1}\n', last=False), hold=True) as raw:
-        client = plain(raw)
+    async with raw_server(chunked(b'{"a": 1}\n', last=False), hold=True) as raw, client_of(raw) as client:
         stream = await client.watch(PODS, {"watch": "1"}, 5)
         await client.close()
         with pytest.raises(KubeUnreachable):
