@@ -2,7 +2,6 @@
 ``-f`` dcgm-exporter's default path when a file is there, else the built-in file."""
 
 import asyncio
-import contextlib
 import re
 import subprocess
 import sys
@@ -21,6 +20,7 @@ from collector.kube.config import KubeAccess
 from harness.kube.api import FakeKubeAPIServer
 from harness.kube.threaded import ThreadedApiServer
 from harness.node.collector_process import ROOT, running_collector, scrape
+from harness.tasks import running
 
 REF = ConfigMapRef("monitoring", "gpu-metrics")
 UTIL_ONLY = "DCGM_FI_DEV_GPU_UTIL, gauge, GPU utilization (in %).\n"
@@ -123,8 +123,7 @@ async def test_changes_are_read_again_and_failures_keep_the_last_counters(
 ) -> None:
     api.put("configmaps", "gpu-metrics", namespace="monitoring", data={"metrics": UTIL_ONLY})
     source = ConfigMapCounters(REF, KubeAccess(str(api.kubeconfig(tmp_path / "kubeconfig"))), refresh=0.3)
-    task = asyncio.create_task(source.run())
-    try:
+    async with running(source.run()):
         await until(source.changed)  # the first read
         assert [c.field for c in source.load().counters] == ["DCGM_FI_DEV_GPU_UTIL"]
         api.put("configmaps", "gpu-metrics", namespace="monitoring", data={"metrics": UTIL_AND_TEMP})
@@ -148,10 +147,6 @@ async def test_changes_are_read_again_and_failures_keep_the_last_counters(
         idle.request_refresh()
         await until(idle.changed)
         idle_task.cancel()
-    finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
 
 
 def test_without_f_dcgm_exporters_default_path_is_read_when_a_file_is_there(tmp_path: Path) -> None:

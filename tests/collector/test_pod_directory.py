@@ -1,9 +1,7 @@
 """The pod directory (pod UID → namespace/name on this node) against a fake API server's LIST and WATCH."""
 
-import asyncio
-import contextlib
 import json
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -14,6 +12,8 @@ from common.freshness import Freshness
 from harness.kube.api import FakeKubeAPIServer
 from harness.kube.wire import status_body
 from harness.node.collector_process import running_collector
+from harness.tasks import running
+from harness.waiting import wait_until
 
 
 @pytest.fixture
@@ -28,37 +28,26 @@ def pod(api: FakeKubeAPIServer, name: str, node: str, uid: str) -> None:
     api.put("pods", name, {"app": "x"}, namespace="ml", uid=uid, spec={"nodeName": node})
 
 
-async def until(check: Callable[[], bool], timeout: float = 10.0) -> None:
-    async with asyncio.timeout(timeout):
-        while not check():
-            await asyncio.sleep(0.02)
-
-
 async def test_lists_then_watches_the_pods_of_its_node(api: FakeKubeAPIServer, tmp_path: Path) -> None:
     pod(api, "a", "node-a", "uid-a")
     pod(api, "elsewhere", "node-b", "uid-b")
     directory = KubePodDirectory("node-a", KubeAccess(str(api.kubeconfig(tmp_path / "kubeconfig"))))
-    task = asyncio.create_task(directory.run())
-    try:
-        await until(lambda: directory.synced)
+    async with running(directory.run()):
+        await wait_until(lambda: directory.synced)
         assert directory.lookup("uid-a") == ("ml", "a")
         assert directory.lookup("uid-b") is None
         pod(api, "c", "node-a", "uid-c")
-        await until(lambda: directory.lookup("uid-c") == ("ml", "c"))
+        await wait_until(lambda: directory.lookup("uid-c") == ("ml", "c"))
         api.delete("pods", "a", namespace="ml")
-        await until(lambda: directory.lookup("uid-a") is None)
+        await wait_until(lambda: directory.lookup("uid-a") is None)
         # the watch's version is compacted away and the stream ends: 410 Gone, then a fresh LIST. A write the
         # watch does not show (another node's pod) moves the current version past the last one the watch saw
         pod(api, "elsewhere-2", "node-b", "uid-e")
         api.compact()
         api.close_watches()
         pod(api, "d", "node-a", "uid-d")
-        await until(lambda: directory.lookup("uid-d") == ("ml", "d"))
+        await wait_until(lambda: directory.lookup("uid-d") == ("ml", "d"))
         assert api.count("/api/v1/pods") >= 2
-    finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
 
 
 async def test_an_unreachable_api_is_counted_and_retried(tmp_path: Path) -> None:
@@ -67,14 +56,9 @@ async def test_an_unreachable_api_is_counted_and_retried(tmp_path: Path) -> None
     kubeconfig = server.kubeconfig(tmp_path / "kubeconfig")
     await server.stop()  # nothing listens there any more
     directory = KubePodDirectory("node-a", KubeAccess(str(kubeconfig)))
-    task = asyncio.create_task(directory.run())
-    try:
-        await until(lambda: sum(directory.errors.values()) >= 1)
+    async with running(directory.run()):
+        await wait_until(lambda: sum(directory.errors.values()) >= 1)
         assert not directory.synced
-    finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
 
 
 async def test_a_refused_list_is_counted_by_its_status(api: FakeKubeAPIServer, tmp_path: Path) -> None:
@@ -83,15 +67,10 @@ async def test_a_refused_list_is_counted_by_its_status(api: FakeKubeAPIServer, t
     assert "token" in text
     kubeconfig.write_text(text.replace("token: ", "token: not-", 1))  # the API server answers 401
     directory = KubePodDirectory("node-a", KubeAccess(str(kubeconfig)))
-    task = asyncio.create_task(directory.run())
-    try:
-        await until(lambda: sum(directory.errors.values()) >= 1)
+    async with running(directory.run()):
+        await wait_until(lambda: sum(directory.errors.values()) >= 1)
         assert set(directory.errors) == {"HTTP401"}
         assert not directory.synced
-    finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
 
 
 def test_off_the_cluster_a_failing_api_is_said_once_a_minute_in_one_line(tmp_path: Path) -> None:
@@ -116,37 +95,27 @@ async def test_a_watch_the_server_never_answers_is_given_up_and_the_pods_listed_
     api.hold_watches = True
     source = Freshness("pod-directory", 60.0)
     directory = KubePodDirectory("node-a", KubeAccess(str(api.kubeconfig(tmp_path / "kubeconfig"))), None, source, 0.5)
-    task = asyncio.create_task(directory.run())
-    try:
-        await until(lambda: directory.synced)
+    async with running(directory.run()):
+        await wait_until(lambda: directory.synced)
         pod(api, "b", "node-a", "uid-b")
-        await until(lambda: directory.lookup("uid-b") == ("ml", "b"))
+        await wait_until(lambda: directory.lookup("uid-b") == ("ml", "b"))
         assert api.held_watches >= 1
         assert directory.errors["WatchError"] >= 1
-    finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
 
 
 async def test_a_bookmark_moves_the_version_on_and_names_no_pod(api: FakeKubeAPIServer, tmp_path: Path) -> None:
     pod(api, "a", "node-a", "uid-a")
     source = Freshness("pod-directory", 60.0)
     directory = KubePodDirectory("node-a", KubeAccess(str(api.kubeconfig(tmp_path / "kubeconfig"))), None, source)
-    task = asyncio.create_task(directory.run())
-    try:
-        await until(lambda: directory.synced and len(api.watches) == 1)
+    async with running(directory.run()):
+        await wait_until(lambda: directory.synced and len(api.watches) == 1)
         assert api.watches[0].bookmarks  # asked for, as kube-apiserver reads allowWatchBookmarks=True
         api.bookmark()
         pod(api, "b", "node-a", "uid-b")
-        await until(lambda: directory.lookup("uid-b") == ("ml", "b"))
+        await wait_until(lambda: directory.lookup("uid-b") == ("ml", "b"))
         assert directory.lookup("uid-a") == ("ml", "a")
         assert not directory.errors
         assert source.last_success is not None
-    finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
 
 
 async def test_a_refused_list_makes_the_source_fail(api: FakeKubeAPIServer, tmp_path: Path) -> None:
@@ -154,49 +123,34 @@ async def test_a_refused_list_makes_the_source_fail(api: FakeKubeAPIServer, tmp_
     kubeconfig.write_text(kubeconfig.read_text().replace("token: ", "token: not-", 1))  # answered 401
     source = Freshness("pod-directory", 60.0)
     directory = KubePodDirectory("node-a", KubeAccess(str(kubeconfig)), None, source)
-    task = asyncio.create_task(directory.run())
-    try:
-        await until(lambda: source.failing_since is not None)
+    async with running(directory.run()):
+        await wait_until(lambda: source.failing_since is not None)
         assert source.error == "Kubernetes API failed (HTTP401: 401 Unauthorized)"
-    finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
 
 
 async def test_a_pod_larger_than_a_read_buffer_comes_through_the_watch(api: FakeKubeAPIServer, tmp_path: Path) -> None:
     """A pod's JSON may run to megabytes (long commands, large annotations): one such event must not break the
     watch, which would then fail again after every LIST for as long as the pod lives."""
     directory = KubePodDirectory("node-a", KubeAccess(str(api.kubeconfig(tmp_path / "kubeconfig"))))
-    task = asyncio.create_task(directory.run())
-    try:
-        await until(lambda: directory.synced and len(api.watches) == 1)
+    async with running(directory.run()):
+        await wait_until(lambda: directory.synced and len(api.watches) == 1)
         api.put("pods", "big", namespace="ml", uid="uid-big", spec={"nodeName": "node-a", "note": "x" * 3_000_000})
-        await until(lambda: directory.lookup("uid-big") == ("ml", "big"))
+        await wait_until(lambda: directory.lookup("uid-big") == ("ml", "big"))
         assert not directory.errors
         assert api.count("/api/v1/pods") == 1
-    finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
 
 
 async def test_an_error_event_is_counted_by_its_code_and_the_pods_listed_again(
     api: FakeKubeAPIServer, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     directory = KubePodDirectory("node-a", KubeAccess(str(api.kubeconfig(tmp_path / "kubeconfig"))))
-    task = asyncio.create_task(directory.run())
-    try:
-        await until(lambda: directory.synced and len(api.watches) == 1)
+    async with running(directory.run()):
+        await wait_until(lambda: directory.synced and len(api.watches) == 1)
         error = {"type": "ERROR", "object": status_body(500, "InternalError", "etcdserver: leader changed")}
         assert api.inject("pods", json.dumps(error).encode() + b"\n") == 1
-        await until(lambda: api.count("/api/v1/pods") == 2)  # after the back-off
+        await wait_until(lambda: api.count("/api/v1/pods") == 2)  # after the back-off
         assert directory.errors == {"HTTP500": 1}
         assert "(HTTP500: 500 InternalError: etcdserver: leader changed)" in caplog.text
-    finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
 
 
 async def test_a_forbidden_list_says_which_permission_is_missing(
@@ -205,15 +159,10 @@ async def test_a_forbidden_list_says_which_permission_is_missing(
     api.forbidden.add(("pods", None))
     source = Freshness("pod-directory", 60.0)
     directory = KubePodDirectory("node-a", KubeAccess(str(api.kubeconfig(tmp_path / "kubeconfig"))), None, source)
-    task = asyncio.create_task(directory.run())
-    try:
-        await until(lambda: source.failing_since is not None)
+    async with running(directory.run()):
+        await wait_until(lambda: source.failing_since is not None)
         assert source.error == (
             'Kubernetes API failed (HTTP403: 403 Forbidden: pods is forbidden: User "system:serviceaccount:gpuscale:'
             'gpuscale-collector" cannot list resource "pods" in API group "" at the cluster scope)'
         )
         assert "the collector's service account needs list and watch on pods (its ClusterRole)" in caplog.text
-    finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task

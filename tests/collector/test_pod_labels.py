@@ -1,7 +1,6 @@
 """Pod labels and UIDs for pod-owned series: names as dcgm-exporter sanitises them, the allowlist, the pod watch."""
 
 import asyncio
-import contextlib
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
@@ -11,6 +10,7 @@ from collector.kube.config import KubeAccess
 from collector.pods.directory import KubePodDirectory, PodMeta
 from collector.pods.labels import RESERVED, PodLabelFilter, parse_allowlist, sanitize
 from harness.kube.api import FakeKubeAPIServer
+from harness.tasks import running
 
 
 @pytest.mark.parametrize(
@@ -87,8 +87,7 @@ async def test_the_pod_watch_keeps_uids_and_allowed_labels_current(api: FakeKube
     pod("b", "uid-b", {"app.kubernetes.io/name": "other"}, node="node-b")
     keep = PodLabelFilter(parse_allowlist("^app"))
     directory = KubePodDirectory("node-a", KubeAccess(str(api.kubeconfig(tmp_path / "kubeconfig"))), keep)
-    task = asyncio.create_task(directory.run())
-    try:
+    async with running(directory.run()):
         await until(lambda: directory.synced)
         assert directory.pod("ml", "a") == PodMeta("uid-a", (("app_kubernetes_io_name", "trainer"),))
         assert directory.pod("ml", "b") is None  # another node's pod
@@ -103,20 +102,11 @@ async def test_the_pod_watch_keeps_uids_and_allowed_labels_current(api: FakeKube
         pod("a", "uid-a2", {})  # a StatefulSet's pod back under the same name, with a new UID
         await until(lambda: directory.pod("ml", "a") == PodMeta("uid-a2", ()))
         assert directory.lookup("uid-a2") == ("ml", "a")
-    finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
 
 
 async def test_labels_are_kept_only_when_asked_for(api: FakeKubeAPIServer, tmp_path: Path) -> None:
     api.put("pods", "a", {"app": "x"}, namespace="ml", uid="uid-a", spec={"nodeName": "node-a"})
     directory = KubePodDirectory("node-a", KubeAccess(str(api.kubeconfig(tmp_path / "kubeconfig"))))
-    task = asyncio.create_task(directory.run())
-    try:
+    async with running(directory.run()):
         await until(lambda: directory.synced)
         assert directory.pod("ml", "a") == PodMeta("uid-a", ())
-    finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
