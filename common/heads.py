@@ -1,4 +1,5 @@
-"""Request heads as they arrive, ahead of aiohttp's parser: each must end in time and stay under a size.
+"""Request heads as they arrive, ahead of the HTTP parser (aiohttp's in the adapter, h11 in the collector): each
+must end in time and stay under a size.
 
 aiohttp bounds a head's lines (8 KiB each, 128 of them) but neither its total size nor how long it may take: one
 client could hold a connection, and about 2 MiB of parsed header fields on it, for as long as it liked by sending a
@@ -9,7 +10,8 @@ the connection without an answer, as Go's ``ReadHeaderTimeout`` does; one longer
 and closed; a chunked body, which no path of this API takes and whose end only parsing it would tell, 411.
 The request line must name HTTP/1.0 or 1.1, as Go's server requires: aiohttp's parser takes a line without a version
 as HTTP/0.9 and answers any other version as if it were 1.1, so a line without one is answered 400 and another
-version 505 before aiohttp sees it. Between requests aiohttp's keep-alive timer closes a connection left idle.
+version 505 before aiohttp sees it. Between requests the handler's keep-alive timer closes a connection left idle.
+The collector's h11 connections (``collector/web/connection.py``) get the same bounds from here.
 """
 
 from __future__ import annotations
