@@ -38,7 +38,7 @@ clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache
 
 # The gRPC stubs are generated from the .proto beside them and committed: the kubelet's pod-resources API
-# (collector/pods/podresources/api.proto) and KEDA's external scaler (adapter/keda/externalscaler/externalscaler.proto).
+# (harness/node/podresources/api.proto) and KEDA's external scaler (adapter/keda/externalscaler/externalscaler.proto).
 # An older grpcio-tools is pinned on purpose: generated code runs on any runtime at least as new as its generator, so
 # this keeps both programs working with grpcio >= 1.66 and protobuf >= 5.27 (GPU images often carry older ones).
 # $(call protoc,DIRECTORY,NAME): NAME_pb2.py, NAME_pb2.pyi and NAME_pb2_grpc.py from DIRECTORY/NAME.proto, the
@@ -55,5 +55,5 @@ endef
 protos:
 	$(PYTHON) -m venv /tmp/gpuscale-protoc
 	/tmp/gpuscale-protoc/bin/pip install -q grpcio-tools==1.66.2
-	$(call protoc,collector/pods/podresources,api)
+	$(call protoc,harness/node/podresources,api)
 	$(call protoc,adapter/keda/externalscaler,externalscaler)

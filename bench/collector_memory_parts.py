@@ -92,17 +92,12 @@ main(argv, **({"service_account": Path(account)} if account else {}))
 STEPS: list[tuple[str, list[str]]] = [
     ("ssl (OpenSSL)", ["ssl"]),
     ("asyncio", ["asyncio"]),
-    ("aiohttp (server and client; multidict, yarl, frozenlist)", ["aiohttp", "aiohttp.web"]),
     ("h11 (HTTP/1.1: the server and the Kubernetes client)", ["h11"]),
-    ("prometheus_client", ["prometheus_client"]),
     ("pynvml", ["pynvml"]),
     ("the collector's pipeline (cli, collection, nvml/, counters/, simulation/, server)", ["collector.cli"]),
-    ("gRPC", ["grpc"]),
-    ("protobuf and the pod-resources messages", ["collector.pods.podresources.api_pb2"]),
     ("h2 (the kubelet's List as one HTTP/2 request)", ["h2.connection"]),
-    ("the collector's pods/ (attribution, pod directory, labels, pod-resources client)",
+    ("the collector's pods/ (attribution, pod directory, labels, pod-resources client and its wire reader)",
      ["collector.pods.attribution", "collector.pods.directory", "collector.pods.pod_resources"]),
-    ("kubernetes_asyncio", ["kubernetes_asyncio.client", "kubernetes_asyncio.config"]),
     ("the collector's kube/ (its client and watch)", ["collector.kube.client", "collector.kube.watch"]),
     ("yaml", ["yaml"]),
 ]  # fmt: skip

@@ -15,14 +15,12 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
-from typing import Any, Protocol
-
-from google.protobuf.message import DecodeError
+from typing import Protocol
 
 from collector.errors import PodResourcesError
-from collector.pods import grpc_unary
+from collector.pods import grpc_unary, kubelet_list
 from collector.pods.device_ids import DeviceRef, parse_device_id
-from collector.pods.podresources import api_pb2
+from collector.pods.protowire import WireError
 from collector.pods.resource_slices import GPU_DRIVER, DraDevice
 from common.freshness import Freshness
 from common.log_limit import LogLimit, left_out
@@ -30,7 +28,7 @@ from common.supervisor import Guard, Supervised
 
 log = logging.getLogger(__name__)
 
-LIST = "/v1.PodResourcesLister/List"  # the kubelet's pod-resources v1 API (podresources/api.proto)
+LIST = "/v1.PodResourcesLister/List"  # the kubelet's pod-resources v1 API (pods/kubelet_list.py)
 
 GPU_RESOURCES = frozenset({"nvidia.com/gpu", "nvidia.com/gpu.shared"})
 MIG_PREFIX = "nvidia.com/mig-"
@@ -91,17 +89,16 @@ class PodResourcesClient:
 
     def fetch(self) -> list[Assignment]:
         self._check_socket()
-        request = api_pb2.ListPodResourcesRequest().SerializeToString()
         try:
-            answer = grpc_unary.call(self.socket_path, LIST, request, self._timeout)
-            response = api_pb2.ListPodResourcesResponse.FromString(answer)
+            answer = grpc_unary.call(self.socket_path, LIST, kubelet_list.REQUEST, self._timeout)
+            pods = kubelet_list.parse(answer)
         except grpc_unary.GrpcError as e:
             raise PodResourcesError(e.code, f"List on {self.socket_path} failed: {e}") from e
-        except DecodeError as e:
+        except WireError as e:
             raise PodResourcesError(
                 "DATA_LOSS", f"List on {self.socket_path}: not a ListPodResourcesResponse: {e}"
             ) from e
-        return self._assignments(response)
+        return self._assignments(pods)
 
     def _check_socket(self) -> None:
         try:
@@ -113,9 +110,9 @@ class PodResourcesClient:
         if not stat.S_ISSOCK(mode):
             raise PodResourcesError("NotASocket", f"{self.socket_path} is not a socket")
 
-    def _assignments(self, response: api_pb2.ListPodResourcesResponse) -> list[Assignment]:
+    def _assignments(self, pods: list[kubelet_list.Pod]) -> list[Assignment]:
         out = []
-        for pod in response.pod_resources:
+        for pod in pods:
             for container in pod.containers:
                 owner = Owner(pod.namespace, pod.name, container.name)
                 for devices in container.devices:
@@ -131,23 +128,23 @@ class PodResourcesClient:
                     out.extend(self._claimed(container, owner, self._dra))
         return out
 
-    def _claimed(self, container: Any, owner: Owner, dra: DraDevices) -> Iterator[Assignment]:
+    def _claimed(self, container: kubelet_list.Container, owner: Owner, dra: DraDevices) -> Iterator[Assignment]:
         """The GPUs of a container's DRA claims (kubelet 1.31 and later name each claim's devices by driver, pool
         and device), with the claim as labels named as dcgm-exporter names them."""
-        for claim in container.dynamic_resources:
-            for resource in claim.claim_resources:
+        for claim in container.claims:
+            for resource in claim.devices:
                 if resource.driver_name != GPU_DRIVER:
                     continue
                 device_id = f"{resource.pool_name}/{resource.device_name}"
                 found = dra.lookup(resource.pool_name, resource.device_name)
                 if found is None:
                     if dra.synced:  # before the first listing every device is unknown: nothing to report yet
-                        claimed = f"DRA claim {claim.claim_namespace}/{claim.claim_name}"
+                        claimed = f"DRA claim {claim.namespace}/{claim.name}"
                         self._report_unknown(device_id, claimed, owner, f"is in no ResourceSlice of {GPU_DRIVER}")
                     continue
                 details = (
-                    ("dra_claim_name", claim.claim_name),
-                    ("dra_claim_namespace", claim.claim_namespace),
+                    ("dra_claim_name", claim.name),
+                    ("dra_claim_namespace", claim.namespace),
                     ("dra_driver_name", resource.driver_name),
                     ("dra_pool_name", resource.pool_name),
                     ("dra_device_name", resource.device_name),

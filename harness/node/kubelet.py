@@ -17,7 +17,7 @@ from typing import Any
 
 import grpc
 
-from collector.pods.podresources import api_pb2, api_pb2_grpc
+from harness.node.podresources import api_pb2, api_pb2_grpc
 
 
 @dataclass
@@ -53,23 +53,7 @@ class _Servicer(api_pb2_grpc.PodResourcesListerServicer):
         owner.held.wait()  # blocks while a test holds the kubelet
         if owner.fail_with is not None:
             context.abort(owner.fail_with, "scripted failure")
-        response = api_pb2.ListPodResourcesResponse()
-        for pod in list(owner.pods):
-            pr = response.pod_resources.add(name=pod.name, namespace=pod.namespace)
-            for cname in {**pod.containers, **pod.claims}:
-                container = pr.containers.add(name=cname)
-                container.cpu_ids.extend([0, 1])
-                for resource, ids in pod.containers.get(cname, []):
-                    container.devices.add(resource_name=resource, device_ids=ids)
-                for claim in pod.claims.get(cname, []):
-                    dynamic = container.dynamic_resources.add(claim_name=claim.name, claim_namespace=claim.namespace)
-                    for driver, pool, device in claim.devices:
-                        # the kubelet also lists the device's CDI names; NVIDIA's driver names them like this
-                        cdi = [api_pb2.CDIDevice(name=f"k8s.{driver}/device={device}")]
-                        dynamic.claim_resources.add(
-                            cdi_devices=cdi, driver_name=driver, pool_name=pool, device_name=device
-                        )
-        return response
+        return owner.answer()
 
     def GetAllocatableResources(self, request: Any, context: Any) -> Any:
         return api_pb2.AllocatableResourcesResponse()
@@ -93,6 +77,26 @@ class PodResourcesServer:
 
     def release(self) -> None:
         self.held.set()
+
+    def answer(self) -> api_pb2.ListPodResourcesResponse:
+        """The ListPodResourcesResponse for ``pods``, as List sends it."""
+        response = api_pb2.ListPodResourcesResponse()
+        for pod in list(self.pods):
+            pr = response.pod_resources.add(name=pod.name, namespace=pod.namespace)
+            for cname in {**pod.containers, **pod.claims}:
+                container = pr.containers.add(name=cname)
+                container.cpu_ids.extend([0, 1])
+                for resource, ids in pod.containers.get(cname, []):
+                    container.devices.add(resource_name=resource, device_ids=ids)
+                for claim in pod.claims.get(cname, []):
+                    dynamic = container.dynamic_resources.add(claim_name=claim.name, claim_namespace=claim.namespace)
+                    for driver, pool, device in claim.devices:
+                        # the kubelet also lists the device's CDI names; NVIDIA's driver names them like this
+                        cdi = [api_pb2.CDIDevice(name=f"k8s.{driver}/device={device}")]
+                        dynamic.claim_resources.add(
+                            cdi_devices=cdi, driver_name=driver, pool_name=pool, device_name=device
+                        )
+        return response
 
     def start(self) -> PodResourcesServer:
         self._server.start()

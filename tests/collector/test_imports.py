@@ -1,8 +1,9 @@
 """Libraries only some flags need are imported only when those flags are given: each costs resident memory
-(protobuf ~2 MiB, cryptography ~8 MiB; docs/collector-bench.md). gRPC's library (~13 MiB once its channel is open),
-the Kubernetes client library (~39 MiB), aiohttp (~16 MiB) and prometheus_client (~1 MiB) are never imported: the
-kubelet's List is one HTTP/2 call (collector/pods/grpc_unary.py), the collector's own client reads the API (YAML only
-for a kubeconfig, never in a pod), its own server on h11 answers (collector/web/) and it renders its own pages."""
+(h2 ~1.3 MiB, cryptography ~8 MiB; docs/collector-bench.md). gRPC's library (~13 MiB once its channel is open),
+protobuf (~3.5 MiB), the Kubernetes client library (~39 MiB), aiohttp (~16 MiB) and prometheus_client (~1 MiB) are
+never imported: the kubelet's List is one HTTP/2 call (collector/pods/grpc_unary.py) whose answer is read from the
+wire (collector/pods/kubelet_list.py), the collector's own client reads the API (YAML only for a kubeconfig, never in
+a pod), its own server on h11 answers (collector/web/) and it renders its own pages."""
 
 from __future__ import annotations
 
@@ -75,7 +76,7 @@ def test_a_collector_without_kubernetes_or_web_configuration_imports_none_of_the
 @pytest.mark.parametrize(
     ("args", "expected"),
     [
-        (["-k", "--pod-resources-kubelet-socket", "/nonexistent.sock"], {"google", "h2"}),
+        (["-k", "--pod-resources-kubelet-socket", "/nonexistent.sock"], {"h2"}),
         (["--kubernetes-pod-label-allowlist-regex", "^app"], {"re2"}),
     ],
 )
@@ -108,7 +109,7 @@ def test_in_a_pod_every_kubernetes_read_is_made_without_the_client_library_or_ya
 ) -> None:
     account = tmp_path / "serviceaccount"
     env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), **api.service_account(account)}
-    assert loaded(str(account), *KUBE, program=_READ, env=env) == {"google", "h2"}
+    assert loaded(str(account), *KUBE, program=_READ, env=env) == {"h2"}
     assert api.server.users
     assert set(api.server.users) == {USER}  # the service account's token
 
@@ -117,4 +118,4 @@ def test_with_a_kubeconfig_only_yaml_is_added(api: ThreadedApiServer, tmp_path: 
     kubeconfig = api.kubeconfig(tmp_path / "kubeconfig")
     env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
     args = [str(tmp_path / "no-account"), *KUBE, "--kubeconfig", str(kubeconfig)]
-    assert loaded(*args, program=_READ, env=env) == {"google", "h2", "yaml"}
+    assert loaded(*args, program=_READ, env=env) == {"h2", "yaml"}

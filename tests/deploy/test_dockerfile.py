@@ -82,7 +82,7 @@ def test_the_dockerignore_reading_can_leave_files_out() -> None:
     assert not IGNORE.in_context("tests/deploy/test_dockerfile.py")
     assert not IGNORE.in_context("collector/__pycache__/cli.cpython-311.pyc")
     assert not IGNORE.in_context("Makefile")
-    assert IGNORE.in_context("collector/pods/podresources/api_pb2.py")
+    assert IGNORE.in_context("collector/pods/kubelet_list.py")
 
 
 def test_it_ends_as_the_unprivileged_user_the_adapter_runs_as() -> None:
@@ -156,7 +156,7 @@ def test_the_wheel_builds_from_the_build_context(tmp_path: Path) -> None:
     for data in (
         "collector/counters/default-counters.csv",
         "adapter/default-rules.yaml",
-        "collector/pods/podresources/api_pb2.py",
+        "collector/pods/kubelet_list.py",
     ):
         assert data in names, f"{data} is missing from the wheel"
     not_shipped = ("demo/", "harness/", "tests/", "bench/")
