@@ -1,6 +1,6 @@
 """Libraries only some flags need are imported only when those flags are given: each costs resident memory
 (h2 ~1.3 MiB, cryptography ~8 MiB; docs/collector-bench.md). gRPC's library (~13 MiB once its channel is open),
-protobuf (~3.5 MiB), the Kubernetes client library (~39 MiB), aiohttp (~16 MiB) and prometheus_client (~1 MiB) are
+protobuf (~3.2 MiB), the Kubernetes client library (~39 MiB), aiohttp (~16 MiB) and prometheus_client (~1 MiB) are
 never imported: the kubelet's List is one HTTP/2 call (collector/pods/grpc_unary.py) whose answer is read from the
 wire (collector/pods/kubelet_list.py), the collector's own client reads the API (YAML only for a kubeconfig, never in
 a pod), its own server on h11 answers (collector/web/) and it renders its own pages."""
