@@ -101,6 +101,7 @@ class Attribution:
         self._replace_blanks = replace_blanks
         self.shared_gpus = 0
         self.unattributable = 0
+        self.unsplit = 0
 
     def __call__(self, result: CycleResult) -> list[Series]:
         owners = resolve(self.watcher.current.assignments, result.readings)
@@ -141,9 +142,11 @@ class Attribution:
             return []
         index = reading.gpu.index
         sums = self._sampler.window_sums(index)
+        if sums is None:  # its processes' samples failed or are not in yet: memory only, no utilization share
+            self.unsplit += 1
         memory = {pid: used // MIB for pid, used in self._reader.process_memory(index).items()}  # pid → MiB
         pod_of: dict[int, tuple[str, str]] = {}
-        for pid in set(sums) | set(memory):
+        for pid in set(sums or ()) | set(memory):
             try:
                 uid = self._cgroups.pod_uid(pid)
             except ProcessGone:
@@ -151,7 +154,7 @@ class Attribution:
             ref = self._directory.lookup(uid) if uid else None
             if ref is not None:
                 pod_of[pid] = ref
-        total = sum(sums.values())
+        total = sum(sums.values()) if sums else 0.0
         device = reading.values.get(GPU_UTIL)
         out = []
         pods: dict[tuple[str, str], Owner] = {}
@@ -160,7 +163,7 @@ class Attribution:
         for key, owner in pods.items():
             pids = [pid for pid, ref in pod_of.items() if ref == key]
             values = {FB_USED: float(sum(memory.get(p, 0) for p in pids))}
-            if device is not None:  # no device value this cycle: no share of it either
+            if device is not None and sums is not None:  # no device value or no samples: no share of it either
                 share = sum(sums.get(p, 0.0) for p in pids) / total if total > 0 else 0.0
                 values[GPU_UTIL] = round(device * share, 2)
             out.append(Series(base, values, self._owner_labels(owner)))
@@ -183,6 +186,13 @@ class Attribution:
                 "counter",
                 "Cycles in which a shared GPU could not be split by pod (pod directory not synced).",
                 self.unattributable,
+            ),
+            one(
+                "shared_gpu_utilization_unsplit_total",
+                "counter",
+                "Cycles in which a shared GPU's pods got memory but no utilization share: its per-process samples "
+                "failed or were not in yet.",
+                self.unsplit,
             ),
         ]
         if self._directory is not None:

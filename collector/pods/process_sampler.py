@@ -5,6 +5,9 @@ NVML keeps about five utilization samples a second, each belonging to the proces
 therefore sees one process at a time; this sampler polls every ``poll`` seconds (0.2 s), passing the last timestamp
 seen, and keeps every sample of the last ``window`` seconds. A pod's share is a windowed quantity: see
 ``pods/attribution.py``.
+
+A GPU whose reads have failed for 1.5 s, or that has not been read yet, has no window: an empty one would split its
+utilization as 0 for every pod, which a busy GPU must never read as.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from typing import Protocol
 
 from collector.errors import NvmlReadError
 from collector.nvml.reader import ProcessSample
+from common.log_limit import LogLimit, left_out
 from common.supervisor import Guard, Supervised
 
 log = logging.getLogger(__name__)
@@ -44,12 +48,16 @@ class ProcessSampler:
         self._clock = clock
         self._gpus: tuple[int, ...] = ()
         self._last_seen: dict[int, int] = {}
+        self._read_at: dict[int, float] = {}  # per GPU: when its last read that worked was made
+        # a few failed polls in a row, not one, and off the whole seconds a 1 s cycle falls on
+        self._fresh_for = max(1.5, 5 * poll)
         # per GPU: (arrival time, pid, NVML timestamp in µs, SM %), oldest first
         self._samples: dict[int, deque[tuple[float, int, int, float]]] = {}
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.errors = 0
+        self._log_limit = LogLimit(60.0, clock)
 
     def watch(self, gpus: Iterable[int]) -> None:
         """Poll exactly these GPUs (by index) from now on: the shared ones."""
@@ -58,6 +66,7 @@ class ProcessSampler:
             for index in set(self._gpus) - set(gpus):
                 self._samples.pop(index, None)
                 self._last_seen.pop(index, None)
+                self._read_at.pop(index, None)
             self._gpus = gpus
             for index in gpus:
                 self._samples.setdefault(index, deque())
@@ -69,14 +78,22 @@ class ProcessSampler:
         for index in gpus:
             try:
                 samples = self._reader.process_utilization(index, self._last_seen.get(index, 0))
-            except NvmlReadError:
+            except NvmlReadError as e:
                 self.errors += 1
-                continue
-            if not samples:  # no process ran since the last poll
+                held = self._log_limit.allow(str(index))
+                if held is not None:
+                    log.warning(
+                        "%s; the pods sharing it get no utilization share until it reads again%s",
+                        e,
+                        left_out(held, self._log_limit.interval),
+                    )
                 continue
             with self._lock:
                 bucket = self._samples.get(index)
-                if bucket is None:
+                if bucket is None:  # no longer shared
+                    continue
+                self._read_at[index] = now
+                if not samples:  # no process ran since the last poll
                     continue
                 last = self._last_seen.get(index, 0)
                 seen = {(pid, ts) for _, pid, ts, _ in bucket}
@@ -89,10 +106,15 @@ class ProcessSampler:
                 while bucket and bucket[0][0] < now - self.window:
                     bucket.popleft()
 
-    def window_sums(self, index: int) -> dict[int, float]:
-        """Sum of each process's SM % samples over the window (pid → sum)."""
-        cutoff = self._clock() - self.window
+    def window_sums(self, index: int) -> dict[int, float] | None:
+        """Sum of each process's SM % samples over the window (pid → sum); None while the GPU's reads fail or before
+        the first one."""
+        now = self._clock()
+        cutoff = now - self.window
         with self._lock:
+            read_at = self._read_at.get(index)
+            if read_at is None or now - read_at > self._fresh_for:
+                return None
             bucket = self._samples.get(index, deque())
             sums: dict[int, float] = {}
             for arrived, pid, _ts, util in bucket:

@@ -4,6 +4,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import pynvml
 import pytest
 
 from collector.collection import Collection
@@ -216,4 +217,42 @@ def test_shares_from_what_the_h200_recorded_for_two_processes(tmp_path: Path) ->
     assert g > 2 * h > 0
     assert g + h == pytest.approx(device, abs=0.02)  # the device's interval mean, split: nothing lost or added
     assert sample(node.collection, "DCGM_FI_DEV_FB_USED", pod="g") == 1002  # 1050673152 bytes, as NVML said
+    node.kubelet.stop()
+
+
+def test_while_per_process_reads_fail_pods_keep_memory_and_get_no_utilization_share(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    clock = Clock()
+    nvml = ReplayNvml.load("h200", "shared")
+    node = build(tmp_path, nvml, clock)
+    heavy, light = nvml.meta["shared_pids"]["heavy_duty_0.9"], nvml.meta["shared_pids"]["light_duty_0.2"]
+    node.procs.add(heavy, proc_tree.v2_systemd(UIDS["g"]))
+    node.procs.add(light, proc_tree.v2_cgroupfs(UIDS["h"]))
+    uuid = nvml.recorded("nvmlDeviceGetUUID", "gpu0")
+    node.kubelet.pods = [gpu_pod("ml", "g", f"{uuid}::0"), gpu_pod("ml", "h", f"{uuid}::1")]
+    node.watcher.refresh_once()
+    # the first cycle makes the GPU shared, so nothing was sampled yet: no share, rather than a 0 for each pod
+    node.collection.run_once()
+    assert sample(node.collection, "DCGM_FI_DEV_GPU_UTIL", pod="g") is None
+    assert sample(node.collection, "DCGM_FI_DEV_FB_USED", pod="g") == 1002
+    node.run(4)
+    assert sample(node.collection, "DCGM_FI_DEV_GPU_UTIL", pod="g")
+    nvml.fail("nvmlDeviceGetProcessUtilization", pynvml.NVML_ERROR_UNKNOWN, gpu="gpu0")
+    node.run(12)  # longer than the 10 s window: what it held has aged out
+    c = node.collection
+    device = sample(c, "DCGM_FI_DEV_GPU_UTIL", pod=None)  # type: ignore[arg-type]
+    assert device  # the GPU is busy ...
+    assert sample(c, "DCGM_FI_DEV_GPU_UTIL", pod="g") is None  # ... and its pods would read 0 from an empty window
+    assert sample(c, "DCGM_FI_DEV_GPU_UTIL", pod="h") is None
+    assert sample(c, "DCGM_FI_DEV_FB_USED", pod="g") == 1002  # memory comes from another call: still split
+    # the first cycle and, of the twelve since the fault, the eleven whose last read is more than 1.5 s old
+    assert sample(c, "gpuscale_collector_shared_gpu_utilization_unsplit_total") == 1 + 11
+    assert sample(c, "gpuscale_collector_process_sampler_errors_total") == 60
+    warnings = [r.getMessage() for r in caplog.records if "utilization share" in r.getMessage()]
+    assert len(warnings) == 1  # once a minute, not five times a second
+    assert "GPU 0: per-process utilization" in warnings[0]
+    nvml.clear_faults()
+    node.run(2)
+    assert sample(node.collection, "DCGM_FI_DEV_GPU_UTIL", pod="g")
     node.kubelet.stop()
