@@ -46,14 +46,16 @@ class KubeError(Exception):
 
 class KubeApiError(KubeError):
     """The API server answered ``status`` (0 when an ERROR watch event carried no code). ``reason`` is the HTTP
-    reason phrase, or the Status's ``reason`` for a watch event; ``message`` the Status's message ("" when none)."""
+    reason phrase, or the Status's ``reason`` for a watch event; ``message`` the Status's message ("" when none);
+    ``retry_after`` the seconds a 429 or 5xx asked to wait before asking again (None: it did not)."""
 
-    def __init__(self, status: int, reason: str, message: str = "") -> None:
+    def __init__(self, status: int, reason: str, message: str = "", retry_after: float | None = None) -> None:
         said = f": {message}" if message and message != reason else ""
         super().__init__(f"{status} {reason}{said}")
         self.status = status
         self.reason = reason
         self.message = message
+        self.retry_after = retry_after
 
 
 class KubeUnreachable(KubeError):

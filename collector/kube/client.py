@@ -8,7 +8,13 @@ bytes for the caller to decode as JSON. No ``Accept-Encoding`` is sent, so none 
 followed (an API server sends none), a 3xx is an error status like any other.
 
 Requests made one after the other share one connection, kept while it is idle for at most ``_IDLE_SECONDS``; a watch
-has a connection of its own.
+has a connection of its own. As Go's transport and client-go do for a GET: a kept connection that anything arrived on
+while it was idle is not used again; one the server closed as the request went out (nothing of an answer came) is
+replaced by a new one and the request sent again; a 429 or 5xx answer with ``Retry-After`` is asked again after that
+many seconds, up to ``_MAX_TRIES`` times, while the caller's time allows. A watch the server or the network ends
+midway (the connection closed or reset before the body's end, or silent past the read timeout) ends like one the
+server closed at its timeout, as client-go's watch ends on a probable EOF: the caller watches again from the last
+version it saw.
 
 Errors leave as ``KubeApiError`` (an error status, with the ``Status`` message the API server sent) or
 ``KubeUnreachable`` (no complete answer: connection, TLS, time, a stream cut short; the underlying error named in
@@ -20,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import ssl
 from collections.abc import AsyncIterator, Mapping
 from types import TracebackType
@@ -32,6 +39,8 @@ from collector.kube.config import KubeConfig
 from collector.kube.credentials import Credentials
 from collector.kube.tls import Tls
 
+log = logging.getLogger(__name__)
+
 JSON = "application/json"
 MAX_EVENT_BYTES = 16 * 1024 * 1024  # one watch event: an object may be 1.5 MB in etcd, and is larger as JSON
 _MAX_STATUS_BYTES = 64 * 1024  # an error's Status, read for its message
@@ -41,6 +50,7 @@ _READ_BYTES = 64 * 1024
 # would fail. Older than this, a connection is closed and a fresh one opened.
 _IDLE_SECONDS = 15.0
 _CLOSE_SECONDS = 5.0  # for the server's side of a TLS close before the connection is cut
+_MAX_TRIES = 10  # of a GET answered 429 or 5xx with Retry-After, as client-go's default
 
 # what a connection that failed raises: the network, TLS and time (OSErrors), a server that broke HTTP/1.1
 _TROUBLE = (OSError, h11.ProtocolError)
@@ -54,6 +64,8 @@ class _Connection:
         self._writer = writer
         self._http = h11.Connection(h11.CLIENT, max_incomplete_event_size=_MAX_HEAD_BYTES)
         self.idle_since = 0.0  # the event loop's time when its last exchange ended
+        self.answered = False  # whether any byte of an answer to the current request came
+        self.closed_by_server = False  # whether a read found the server's end of the connection closed
 
     @classmethod
     async def open(cls, host: str, port: int, tls: ssl.SSLContext | None, server_hostname: str | None) -> _Connection:
@@ -64,6 +76,7 @@ class _Connection:
 
     async def exchange(self, request: h11.Request, read_timeout: float | None) -> h11.Response:
         """Send ``request`` (no body); the head of the answer, each read of it within ``read_timeout`` seconds."""
+        self.answered = False
         self._writer.write(self._http.send(request) + self._http.send(h11.EndOfMessage()))
         await self._writer.drain()
         while True:
@@ -88,6 +101,8 @@ class _Connection:
             if event is h11.PAUSED:  # h11 reads nothing past a whole answer, and nothing here asks it to
                 raise h11.LocalProtocolError("a read past the end of an answer")
             data = await self._read(read_timeout)
+            self.answered = self.answered or bool(data)
+            self.closed_by_server = not data
             if not data and self._http.their_state is h11.SEND_RESPONSE:
                 # h11 would name its state machine; this says what happened
                 raise h11.RemoteProtocolError("the server closed the connection without answering")
@@ -112,9 +127,19 @@ class _Connection:
         self._http.start_next_cycle()
         return not self._http.trailing_data[0]  # bytes after the answer: nothing on this connection can be trusted
 
-    def usable(self, now: float) -> bool:
-        """Whether an idle connection may carry a request now: not closed by the server meanwhile, nor too old."""
-        return now - self.idle_since < _IDLE_SECONDS and not self._ended()
+    async def usable(self, now: float) -> bool:
+        """Whether an idle connection may carry a request now: not too old, and nothing came on it while it was idle
+        (the server's close, or an answer to no request, such as a proxy's 408, which would be taken for the next
+        request's)."""
+        if now - self.idle_since >= _IDLE_SECONDS or self._ended():
+            return False
+        try:
+            # a read that has to wait is cut at once; one that returns without waiting found bytes, or the end
+            async with asyncio.timeout(0):
+                await self._reader.read(1)
+        except TimeoutError:
+            return True
+        return False
 
     def _ended(self) -> bool:
         return self._reader.at_eof() or self._reader.exception() is not None or self._writer.is_closing()
@@ -159,6 +184,11 @@ class WatchStream:
                 self._line(pending)  # a line already too long, before the rest of it comes
             if pending:
                 yield bytes(pending)
+        except (ConnectionError, TimeoutError, h11.RemoteProtocolError) as e:
+            if isinstance(e, h11.RemoteProtocolError) and not self._connection.closed_by_server:
+                raise KubeUnreachable(f"{self._what}: {_said(e)}") from None  # bytes that are not HTTP
+            # cut midway (a server restarting, a proxy dropping it) or gone silent: ended, the partial line dropped
+            log.debug("%s ended midway: %s", self._what, _said(e))
         except _TROUBLE as e:
             raise KubeUnreachable(f"{self._what}: {_said(e)}") from None
 
@@ -192,11 +222,22 @@ class KubeClient:
         self._watches: set[_Connection] = set()
 
     async def get(self, path: str, params: Mapping[str, str], within: float, accept: str = JSON) -> bytes:
-        """The body of a 2xx answer to GET ``path``, read in full within ``within`` seconds."""
+        """The body of a 2xx answer to GET ``path``, read in full within ``within`` seconds (tries again after a
+        ``Retry-After`` included)."""
+        loop = asyncio.get_running_loop()
         deadline = asyncio.timeout(within)
         try:
             async with deadline:
-                connection, body = await self._get(path, params, accept)
+                for tries in range(1, _MAX_TRIES + 1):
+                    try:
+                        connection, body = await self._get(path, params, accept)
+                        break
+                    except KubeApiError as e:
+                        wait = e.retry_after
+                        when = deadline.when()
+                        if wait is None or tries == _MAX_TRIES or (when is not None and loop.time() + wait >= when):
+                            raise
+                        await asyncio.sleep(wait)
         except _TROUBLE as e:
             said = f"no answer within {within:g}s" if deadline.expired() else _said(e)
             raise KubeUnreachable(f"GET {path}: {said}") from None
@@ -231,7 +272,19 @@ class KubeClient:
 
     async def _get(self, path: str, params: Mapping[str, str], accept: str) -> tuple[_Connection, bytes]:
         request = await self._request(path, params, accept)
-        connection = self._reuse() or await self._open()
+        kept = await self._reuse()
+        if kept is not None:
+            try:
+                return kept, await self._answer(kept, request)
+            except _TROUBLE:
+                if kept.answered:
+                    raise
+                # closed by the server as the request went out, before any of an answer: sent again on a new one
+        connection = await self._open()
+        return connection, await self._answer(connection, request)
+
+    async def _answer(self, connection: _Connection, request: h11.Request) -> bytes:
+        """The body of the answer to ``request`` on ``connection``, which is cut if anything fails."""
         try:
             response = await connection.exchange(request, None)
             await self._check(connection, response, None)
@@ -241,7 +294,7 @@ class KubeClient:
         except BaseException:
             connection.abort()
             raise
-        return connection, b"".join(body)
+        return b"".join(body)
 
     async def _request(self, path: str, params: Mapping[str, str], accept: str) -> h11.Request:
         """GET ``path``; ``ConfigError`` when the server's address or the credentials cannot be used."""
@@ -271,10 +324,10 @@ class KubeClient:
         tls = self._tls.context() if https else None
         return await _Connection.open(server.hostname, port, tls, self.config.tls_server_name or server.hostname)
 
-    def _reuse(self) -> _Connection | None:
+    async def _reuse(self) -> _Connection | None:
         """The idle connection, when it may carry the next request; else None, and it is cut."""
         idle, self._idle = self._idle, None
-        if idle is not None and not idle.usable(asyncio.get_running_loop().time()):
+        if idle is not None and not await idle.usable(asyncio.get_running_loop().time()):
             idle.abort()
             return None
         return idle
@@ -302,7 +355,16 @@ class KubeClient:
                 message = str(status.get("message") or "")
         except (ValueError, *_TROUBLE):
             pass  # the status code says enough
-        raise KubeApiError(response.status_code, response.reason.decode("latin-1"), message)
+        raise KubeApiError(response.status_code, response.reason.decode("latin-1"), message, _retry_after(response))
+
+
+def _retry_after(response: h11.Response) -> float | None:
+    """The seconds a 429 or 5xx answer's ``Retry-After`` asks to wait before the request is sent again; None when it
+    asks nothing (client-go reads whole seconds only, and so does this)."""
+    if response.status_code != 429 and response.status_code < 500:
+        return None
+    value = next((v for name, v in response.headers if name == b"retry-after"), b"").strip()
+    return float(value) if value.isdigit() else None
 
 
 def _said(error: BaseException) -> str:

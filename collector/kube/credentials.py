@@ -8,6 +8,8 @@ An exec plugin (a kubeconfig user's ``exec``: ``aws eks get-token``, ``gke-gclou
 run as client-go runs it: ``KUBERNETES_EXEC_INFO`` in its environment, no terminal, its ExecCredential on stdout. Its
 token is kept until its ``expirationTimestamp`` (or, without one, until the API server answers 401). A plugin that
 answers with a client certificate instead is refused with a ``ConfigError``: the collector uses plugin tokens only.
+As in client-go, the plugin runs under its own time limit (``EXEC_TIMEOUT``), not the request's: a request that
+gives up waiting leaves it running, and the next one waits for the same run instead of starting another.
 """
 
 from __future__ import annotations
@@ -38,13 +40,14 @@ class Credentials:
         self._token = "" if config.token_file or config.exec_plugin else (config.token or "")
         self._expires: float | None = None
         self._stale = True
+        self._plugin_run: asyncio.Task[tuple[str, float | None]] | None = None
 
     async def authorization(self) -> str | None:
         """The Authorization header's value, or None when the configuration has no token."""
         if self._config.token_file is not None:
             self._read_file()
         elif self._config.exec_plugin is not None and self._plugin_due():
-            self._token, self._expires = await run_plugin(self._config.exec_plugin, self._config)
+            self._token, self._expires = await self._plugin(self._config.exec_plugin)
             self._stale = False
         return f"Bearer {self._token}" if self._token else None
 
@@ -68,8 +71,24 @@ class Credentials:
         self._token = token or self._token
         self._stale = False
 
+    async def _plugin(self, plugin: ExecPlugin) -> tuple[str, float | None]:
+        """The plugin's answer: of the run a request gave up waiting for (under way or done), else of a new one."""
+        run = self._plugin_run
+        if run is None or (run.done() and (run.cancelled() or run.exception() is not None)):
+            run = self._plugin_run = asyncio.create_task(run_plugin(plugin, self._config))
+            run.add_done_callback(_seen)
+        answer = await asyncio.shield(run)  # a request cancelled meanwhile does not cancel the run
+        self._plugin_run = None  # taken: the next token due is a new run's
+        return answer
+
     def _plugin_due(self) -> bool:
         return self._stale or (self._expires is not None and self._clock() >= self._expires - _EARLY)
+
+
+def _seen(run: asyncio.Task[tuple[str, float | None]]) -> None:
+    """A run's failure is the next request's to report; asyncio is not to log it as never retrieved meanwhile."""
+    if not run.cancelled():
+        run.exception()
 
 
 async def run_plugin(plugin: ExecPlugin, config: KubeConfig) -> tuple[str, float | None]:
@@ -89,10 +108,13 @@ async def run_plugin(plugin: ExecPlugin, config: KubeConfig) -> tuple[str, float
     try:
         async with asyncio.timeout(EXEC_TIMEOUT):
             out, err = await process.communicate()
-    except TimeoutError:
-        process.kill()
-        await process.wait()
-        raise ConfigError(f"{what} did not answer within {EXEC_TIMEOUT:g}s") from None
+    except BaseException as e:  # its time is up, or the collector stops: no plugin is left running
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+        if isinstance(e, TimeoutError):
+            raise ConfigError(f"{what} did not answer within {EXEC_TIMEOUT:g}s") from None
+        raise
     if process.returncode != 0:
         said = err.decode(errors="replace").strip().splitlines()
         raise ConfigError(f"{what} exited with {process.returncode}" + (f": {said[-1]}" if said else ""))

@@ -25,8 +25,12 @@ from collector.kube import client as kube_client
 from collector.kube.client import KubeClient, WatchStream
 from collector.kube.config import KubeAccess, KubeConfig
 from collector.kube.watch import LIST_METADATA, WATCH_METADATA
+from collector.pods.directory import KubePodDirectory
+from common.freshness import Freshness
 from harness.kube.api import TOKEN, USER, FakeKubeAPIServer
 from harness.kube.pki import CA
+from harness.tasks import running
+from harness.waiting import wait_until
 
 PODS = "/api/v1/pods"
 
@@ -161,6 +165,12 @@ async def test_a_server_its_ca_does_not_vouch_for_is_not_sent_the_token(served: 
         await client.close()
 
 
+def ended(pid: int) -> bool:
+    """Whether process ``pid`` has ended (a zombie not yet reaped by this test's own process counts)."""
+    stat_file = Path(f"/proc/{pid}/stat")
+    return not stat_file.exists() or stat_file.read_text().rsplit(")", 1)[1].split()[0] == "Z"
+
+
 def plugin(tmp_path: Path, script: str) -> Path:
     """An exec credential plugin: a Python script that sees its environment and counts its runs."""
     path = tmp_path / "bin" / "get-token"
@@ -200,6 +210,51 @@ print(json.dumps({{'apiVersion': 'client.authentication.k8s.io/v1', 'kind': 'Exe
     finally:
         await client.close()
     assert get_token.exists()
+
+
+async def test_a_slow_exec_plugin_runs_under_its_own_time_not_the_requests(served: Served, tmp_path: Path) -> None:
+    get_token = plugin(
+        tmp_path,
+        f"""
+import time
+(runs.parent / 'pids').open('a').write(f"{{os.getpid()}}\\n")
+time.sleep(1.5)
+print(json.dumps({{'apiVersion': 'client.authentication.k8s.io/v1', 'kind': 'ExecCredential',
+                  'status': {{'token': {TOKEN!r}}}}}))
+""",
+    )
+    cluster = {"certificate-authority-data": b64(served.ca.cert_pem.bytes())}
+    user = {"exec": {"apiVersion": "client.authentication.k8s.io/v1", "command": str(get_token)}}
+    client = KubeClient(KubeAccess(kubeconfig(tmp_path / "kubeconfig", f"https://127.0.0.1:{served.port}", cluster,
+                                              user)).config())  # fmt: skip
+    try:
+        for _ in range(2):  # each gives up before the plugin answers; the second waits for the first's run
+            with pytest.raises(KubeUnreachable, match=r"no answer within 0\.5s"):
+                await client.get(PODS, {}, 0.5)
+        assert items(await client.get(PODS, {}, 5)) == ["a"]  # the same run's token
+        assert (tmp_path / "runs").read_text() == "1"
+    finally:
+        await client.close()
+    [pid] = (tmp_path / "pids").read_text().split()
+    assert ended(int(pid))
+
+
+async def test_an_exec_plugin_still_running_when_the_collector_stops_is_ended(tmp_path: Path) -> None:
+    get_token = plugin(tmp_path, "import time\n(runs.parent / 'pid').write_text(str(os.getpid()))\ntime.sleep(60)")
+    path = kubeconfig(tmp_path / "kubeconfig", "https://127.0.0.1:1", {}, {"exec": {"command": str(get_token)}})
+    client = KubeClient(KubeAccess(path).config())
+    request = asyncio.create_task(client.get(PODS, {}, 30))
+    while not (tmp_path / "pid").exists():
+        await asyncio.sleep(0.05)
+    pid = int((tmp_path / "pid").read_text())
+    request.cancel()
+    await asyncio.gather(request, return_exceptions=True)
+    await client.close()
+    running = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+    for task in running:  # what the event loop does to its tasks when the program ends
+        task.cancel()
+    await asyncio.gather(*running, return_exceptions=True)
+    assert ended(pid)
 
 
 @pytest.mark.parametrize(
@@ -292,10 +347,18 @@ class Raw:
     connections: list[list[bytes]] = field(default_factory=list)
 
 
+@dataclass(frozen=True)
+class Cut:
+    """An answer after which the server closes the connection: a watch cut off, when its last chunk is left out."""
+
+    data: bytes
+
+
 @asynccontextmanager
-async def raw_server(*answers: bytes, hold: bool = False) -> AsyncIterator[Raw]:
+async def raw_server(*answers: bytes | Cut | None, hold: bool = False) -> AsyncIterator[Raw]:
     """An HTTP server on 127.0.0.1 that answers each request it reads, whichever connection brings it, with the next
-    of ``answers`` as it is; after the last it closes the connection, or with ``hold`` keeps it open silent."""
+    of ``answers`` as it is (None: it closes the connection without answering; ``Cut``: it closes it after the
+    bytes); after the last it closes the connection, or with ``hold`` keeps it open silent."""
     left = list(answers)
     handlers: set[asyncio.Task[None]] = set()
 
@@ -311,8 +374,13 @@ async def raw_server(*answers: bytes, hold: bool = False) -> AsyncIterator[Raw]:
                     heads.append(await reader.readuntil(b"\r\n\r\n"))
                 except asyncio.IncompleteReadError:
                     return  # the client closed the connection
-                writer.write(left.pop(0))
+                reply = left.pop(0)
+                if reply is None:
+                    return
+                writer.write(reply.data if isinstance(reply, Cut) else reply)
                 await writer.drain()
+                if isinstance(reply, Cut):
+                    return
             if hold:
                 await asyncio.Event().wait()
         finally:
@@ -386,6 +454,81 @@ async def test_a_connection_the_server_closes_or_idle_too_long_is_not_used_again
     assert [len(heads) for heads in raw.connections] == [1, 1]
 
 
+async def test_a_429_or_5xx_with_retry_after_is_asked_again_after_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    slept: list[float] = []
+    sleep = asyncio.sleep
+
+    async def recorded(seconds: float) -> None:
+        slept.append(seconds)
+        await sleep(0)
+
+    monkeypatch.setattr(asyncio, "sleep", recorded)
+    throttled = answer(b"{}", "429 Too Many Requests", "Retry-After: 2\r\n")
+    unavailable = answer(b"{}", "503 Service Unavailable", "Retry-After: 1\r\n")
+    async with raw_server(throttled, unavailable, answer(b'{"n": 1}')) as raw, client_of(raw) as client:
+        assert await client.get(PODS, {}, 5) == b'{"n": 1}'
+    assert slept == [2.0, 1.0]
+    assert sum(len(heads) for heads in raw.connections) == 3
+
+
+@pytest.mark.parametrize(
+    ("status", "header"),
+    [("500 Internal Server Error", ""), ("404 Not Found", "Retry-After: 1\r\n"),
+     ("503 Service Unavailable", "Retry-After: 60\r\n"), ("429 Too Many Requests", "Retry-After: soon\r\n")],
+)  # fmt: skip
+async def test_an_error_without_a_retry_after_in_time_is_not_asked_again(status: str, header: str) -> None:
+    async with raw_server(answer(b"{}", status, header), answer(b"{}")) as raw, client_of(raw) as client:
+        with pytest.raises(KubeApiError, match=f"^{status}"):
+            await client.get(PODS, {}, 5)  # 60 s would end past the caller's 5: not waited for
+    assert sum(len(heads) for heads in raw.connections) == 1
+
+
+async def test_a_kept_connection_the_server_closes_as_the_request_goes_out_is_replaced() -> None:
+    # the server closes the kept connection on the second request without answering: sent again on a new one
+    async with raw_server(answer(b'{"n": 1}'), None, answer(b'{"n": 2}')) as raw, client_of(raw) as client:
+        assert await client.get(PODS, {}, 5) == b'{"n": 1}'
+        assert await client.get(PODS, {}, 5) == b'{"n": 2}'
+    assert [len(heads) for heads in raw.connections] == [2, 1]
+
+
+async def test_a_kept_connection_that_answered_in_part_is_not_asked_again() -> None:
+    cut = Cut(answer(b'{"n": 2}')[:-3])
+    async with raw_server(answer(b'{"n": 1}'), cut, answer(b"{}")) as raw, client_of(raw) as client:
+        assert await client.get(PODS, {}, 5) == b'{"n": 1}'
+        with pytest.raises(KubeUnreachable, match="RemoteProtocolError"):
+            await client.get(PODS, {}, 5)
+    assert [len(heads) for heads in raw.connections] == [2]
+
+
+async def test_a_kept_connection_that_anything_arrived_on_while_idle_is_not_used_again() -> None:
+    connections: list[int] = []
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        connections.append(0)
+        try:
+            await reader.readuntil(b"\r\n\r\n")
+            writer.write(answer(b'{"n": %d}' % len(connections)))
+            await writer.drain()
+            await asyncio.sleep(0.1)  # idle now: a proxy gives up on it, answering no request
+            writer.write(answer(b"", "408 Request Timeout", "Connection: close\r\n"))
+            await writer.drain()
+            await reader.read()
+        finally:
+            writer.close()
+
+    server = await asyncio.start_server(serve, "127.0.0.1", 0)
+    client = KubeClient(KubeConfig(f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}", "a test", token=TOKEN))
+    try:
+        assert await client.get(PODS, {}, 5) == b'{"n": 1}'
+        await asyncio.sleep(0.3)
+        assert await client.get(PODS, {}, 5) == b'{"n": 2}'  # not the 408 meant for no request
+    finally:
+        await client.close()
+        server.close()
+        await server.wait_closed()
+    assert len(connections) == 2
+
+
 async def test_a_body_shorter_than_its_length_is_unreachable() -> None:
     async with raw_server(answer(b'{"items": []}')[:-3]) as raw, client_of(raw) as client:
         with pytest.raises(KubeUnreachable, match=r"^GET /api/v1/pods: RemoteProtocolError: .*expected 13"):
@@ -429,23 +572,32 @@ async def test_a_watch_yields_its_lines_as_they_come_and_a_last_one_without_its_
     assert lines == [b'{"a": 1}\n', b'{"b": 2}\n', b"\n", b'{"c": 3}']
 
 
-async def test_a_watch_cut_off_mid_stream_is_unreachable() -> None:
-    async with raw_server(chunked(b'{"a": 1}\n', b'{"b": ', last=False)) as raw, client_of(raw) as client:
+async def test_a_watch_cut_off_mid_stream_ends_without_its_partial_line() -> None:
+    # as client-go's watch ends on a probable EOF: the caller watches again from the last version it saw
+    async with (
+        raw_server(Cut(chunked(b'{"a": 1}\n', b'{"b": ', last=False))) as raw,
+        client_of(raw) as client,
+        await client.watch(PODS, {"watch": "1"}, 5) as stream,
+    ):
+        assert [line async for line in stream.lines()] == [b'{"a": 1}\n']
+
+
+async def test_a_watch_the_server_breaks_is_unreachable() -> None:
+    async with raw_server(chunked(b'{"a": 1}\n', last=False) + b"zz\r\n", hold=True) as raw, client_of(raw) as client:
         lines: list[bytes] = []
         async with await client.watch(PODS, {"watch": "1"}, 5) as stream:
-            with pytest.raises(KubeUnreachable, match=r"^watch /api/v1/pods: RemoteProtocolError: .*chunked"):
+            with pytest.raises(KubeUnreachable, match=r"^watch /api/v1/pods: RemoteProtocolError: .*chunk"):
                 await read_lines(stream, lines)
         assert lines == [b'{"a": 1}\n']
 
 
-async def test_a_silent_watch_is_unreachable() -> None:
+async def test_a_silent_watch_ends() -> None:
     async with (
         raw_server(chunked(b'{"a": 1}\n', last=False), hold=True) as raw,
         client_of(raw) as client,
         await client.watch(PODS, {"watch": "1"}, 0.2) as stream,
     ):
-        with pytest.raises(KubeUnreachable, match=r"^watch /api/v1/pods: TimeoutError: nothing read within"):
-            await read_lines(stream, [])
+        assert [line async for line in stream.lines()] == [b'{"a": 1}\n']
 
 
 async def test_a_watch_event_over_the_limit_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -464,8 +616,7 @@ async def test_closing_the_client_ends_its_open_watches() -> None:
     async with raw_server(chunked(b'{"a": 1}\n', last=False), hold=True) as raw, client_of(raw) as client:
         stream = await client.watch(PODS, {"watch": "1"}, 5)
         await client.close()
-        with pytest.raises(KubeUnreachable):
-            await read_lines(stream, [])
+        assert [line async for line in stream.lines()] in ([], [b'{"a": 1}\n'])  # ended, whatever it had read
         stream.close()
 
 
@@ -477,3 +628,24 @@ async def test_a_server_address_that_cannot_be_used_is_a_config_error(server: st
     client = KubeClient(KubeConfig(server, "a test", token=TOKEN))
     with pytest.raises(ConfigError, match=rf"^a test: server {server}.*{said}"):
         await client.get(PODS, {}, 5)
+
+
+async def test_a_copy_whose_watch_is_cut_midway_watches_again_from_its_last_version(tmp_path: Path) -> None:
+    pod = {"metadata": {"name": "a", "namespace": "ml", "uid": "uid-a", "resourceVersion": "101"}}
+    listed = json.dumps({"kind": "PartialObjectMetadataList", "metadata": {"resourceVersion": "100"}, "items": []})
+    event = json.dumps({"type": "ADDED", "object": pod}).encode() + b"\n"
+    async with raw_server(
+        answer(listed.encode()), Cut(chunked(event, last=False)), chunked(last=False), hold=True
+    ) as raw:
+        path = kubeconfig(tmp_path / "kubeconfig", f"http://127.0.0.1:{raw.port}", {}, {"token": TOKEN})
+        source = Freshness("pod-directory", 60.0)
+        directory = KubePodDirectory("node-a", KubeAccess(path), None, source)
+        async with running(directory.run()):
+            await wait_until(lambda: sum(len(heads) for heads in raw.connections) == 3)
+    requests = [head.split(b" ")[1].decode() for heads in raw.connections for head in heads]
+    assert ["watch=1" in r for r in requests] == [False, True, True]  # listed once
+    assert "resourceVersion=100" in requests[1]
+    assert "resourceVersion=101" in requests[2]  # from the last version seen, without listing again
+    assert directory.lookup("uid-a") == ("ml", "a")
+    assert not directory.errors
+    assert source.failing_since is None
