@@ -69,10 +69,15 @@ def head_end(buffer: bytes | bytearray, start: int = 0) -> int:
     return min(ends, default=-1)
 
 
+_MAX_LENGTH_DIGITS = 18  # a Content-Length past 10^18 bytes is refused by both parsers; int() would balk at 4,300
+
+
 def body_length(head: bytes) -> int | None:
     """How many bytes of body follow ``head``; None for a chunked body (or any transfer coding)."""
     length = 0
     for line in head.split(b"\n")[1:]:
+        if line[:1] in (b" ", b"\t"):
+            continue  # a folded line continues the field above (h11 joins it to that field's value)
         name, colon, value = line.partition(b":")
         if not colon:
             continue
@@ -80,8 +85,9 @@ def body_length(head: bytes) -> int | None:
         if name == b"transfer-encoding":
             return None
         if name == b"content-length":
-            # aiohttp answers 400 to anything but digits and closes the connection: then nothing follows
-            length = int(value) if value.strip().isdigit() else 0
+            # the parsers answer 400 to anything but digits and close the connection: then nothing follows
+            digits = value.strip()
+            length = int(digits) if digits.isdigit() and len(digits) <= _MAX_LENGTH_DIGITS else 0
     return length
 
 
@@ -138,6 +144,9 @@ class Heads(asyncio.Protocol):
                 step = min(self._body, len(data) - pos)
                 self._body -= step
                 pos += step
+                continue
+            if not self._head and data[pos] in b"\r\n":
+                pos += 1  # an empty line before a request line is ignored (RFC 9112, 2.2), as the parsers do
                 continue
             if self._timer is None:
                 self._start_timer()  # a new head's first byte

@@ -5,7 +5,14 @@ bounded size, request lines of HTTP/1.0 or 1.1 only, no chunked bodies. What is 
 each request and frames each answer (``Content-Length``, keep-alive, ``Connection: close`` where the client asked
 for it or HTTP/1.0 implies it), and a connection that waits between requests for longer than the idle timeout is
 closed, as Go's ``IdleTimeout`` does. A request h11 cannot take is answered 400 (or its own status) naming no part
-of it, and the connection closed. No path takes a body: one that is sent is read and dropped.
+of it, and the connection closed. A target in absolute form (``http://host/metrics``) is served by its path, as RFC
+9112 requires.
+
+No path takes a body: a request that declares one is answered as soon as its head is in (``Expect: 100-continue``
+needs no 100 then), with ``Connection: close``, and the connection is closed after the answer rather than the body
+waited for. Pipelined requests are answered one after the other, and the next is taken only once the transport has
+written the last answer out (``pause_writing``); while one is being answered, reading stops once ``_MAX_BACKLOG``
+bytes wait unparsed. So a client that sends without reading holds at most that much, not an answer per request.
 """
 
 from __future__ import annotations
@@ -15,6 +22,7 @@ import logging
 import re
 from collections.abc import Sequence
 from typing import cast
+from urllib.parse import urlsplit
 
 import h11
 
@@ -24,6 +32,11 @@ from common import listener
 log = logging.getLogger(__name__)
 
 _CONTROL = re.compile(rb"[\x00-\x08\x0a-\x1f\x7f]")  # in a field value: controls but HTAB
+_MAX_BACKLOG = 64 * 1024  # bytes received and not yet parsed while an answer is under way, before reading pauses
+# After an answer sent before the request's body was read: the sending side is closed and what still comes is read
+# and dropped for this long before the connection closes; closing with unread bytes would reset the connection, and
+# the client could lose the answer with it (Go's server waits 500 ms likewise).
+_LINGER_SECONDS = 0.5
 
 
 class Connection(listener.Handler):
@@ -37,6 +50,9 @@ class Connection(listener.Handler):
         self._answering: asyncio.Task[None] | None = None
         self._idle_timer: asyncio.TimerHandle | None = None
         self._closing = False  # the server is stopping: close once the answer in progress is sent
+        self._writing_paused = False  # the transport's buffer is full: no next answer until it drains
+        self._reading_paused = False
+        self._lingering = False  # answered and half-closed: what comes is dropped until the close
 
     @property
     def idle(self) -> bool:
@@ -51,14 +67,33 @@ class Connection(listener.Handler):
         self._transport = cast(asyncio.Transport, transport)
 
     def data_received(self, data: bytes) -> None:
+        if self._lingering:
+            return
         self._stop_idle_timer()
+        if self._h11.their_state is h11.IDLE and not self._h11.trailing_data[0]:
+            data = data.lstrip(b"\r\n")  # empty lines before a request line are ignored (RFC 9112, 2.2); h11 balks
+            if not data:
+                return
         self._h11.receive_data(data)
+        if self._answering is None and not self._writing_paused:
+            self._next()
+        elif self._transport is not None and len(self._h11.trailing_data[0]) > _MAX_BACKLOG:
+            self._transport.pause_reading()
+            self._reading_paused = True
+
+    def pause_writing(self) -> None:
+        self._writing_paused = True
+
+    def resume_writing(self) -> None:
+        self._writing_paused = False
         if self._answering is None:
             self._next()
 
     def eof_received(self) -> bool:
+        if self._lingering:
+            return False  # the client has read the answer and is done: close
         self._h11.receive_data(b"")
-        if self._answering is None:
+        if self._answering is None and not self._writing_paused:
             self._next()
         # a plain connection stays open for the answer in progress, then closes itself; TLS closes either way
         plain = self._transport is not None and self._transport.get_extra_info("sslcontext") is None
@@ -78,19 +113,29 @@ class Connection(listener.Handler):
 
     def _next(self) -> None:
         """Move along the requests received: start answering the next complete one, or wait for more."""
-        while self._transport is not None and not self._transport.is_closing() and self._answering is None:
+        while (
+            self._transport is not None
+            and not self._transport.is_closing()
+            and self._answering is None
+            and not self._writing_paused
+        ):
             try:
                 event = self._h11.next_event()
             except h11.RemoteProtocolError as e:
                 self._refuse(e.error_status_hint)
                 return
             if event is h11.NEED_DATA or event is h11.PAUSED:
+                if self._reading_paused:
+                    self._reading_paused = False
+                    self._transport.resume_reading()
                 return
             if isinstance(event, h11.Request):
                 if any(_CONTROL.search(value) for _, value in event.headers):
                     self._refuse(400)  # h11 lets them through; Go's server and aiohttp's parser refuse them
                     return
                 self._request = event
+                if _declares_body(event):  # answered now, and the connection closed after it
+                    self._answering = asyncio.get_running_loop().create_task(self._respond(event, close=True))
             elif isinstance(event, h11.EndOfMessage):
                 assert self._request is not None, "h11 gives a request before its end"
                 request = self._request
@@ -100,8 +145,9 @@ class Connection(listener.Handler):
                 return
             # h11.Data: a body no path takes, dropped
 
-    async def _respond(self, event: h11.Request) -> None:
-        method, path = event.method.decode("latin-1"), event.target.decode("latin-1").partition("?")[0]
+    async def _respond(self, event: h11.Request, close: bool = False) -> None:
+        """Answer ``event``; ``close``: with ``Connection: close``, and close the connection after it."""
+        method, path = event.method.decode("latin-1"), _path(event.target.decode("latin-1"))
         try:
             request = Request(method, path, _headers(event.headers), self._transport)
             response = await self._answer(request)
@@ -115,28 +161,42 @@ class Connection(listener.Handler):
         if self._transport is None or self._transport.is_closing():
             return
         try:
-            self._send(response, head_only=method == "HEAD")
+            self._send(response, head_only=method == "HEAD", close=close)
         except (h11.LocalProtocolError, ValueError):  # ValueError: a header h11 cannot encode
             self._transport.abort()  # an answer h11 cannot frame: the client sees the connection cut, not a bad one
             return
-        if self._closing or self._h11.our_state is not h11.DONE or self._h11.their_state is not h11.DONE:
+        if close and self._h11.their_state is not h11.DONE and self._transport.can_write_eof():
+            self._linger()
+            return
+        if close or self._closing or self._h11.our_state is not h11.DONE or self._h11.their_state is not h11.DONE:
             self._transport.close()
             return
         self._h11.start_next_cycle()
         self._start_idle_timer()
         self._next()  # a request the client sent before this answer (pipelined) is in h11's buffer
 
-    def _send(self, response: Response, head_only: bool) -> None:
+    def _send(self, response: Response, head_only: bool, close: bool) -> None:
         assert self._transport is not None, "checked by the caller"
         headers = [(name, value) for name, value in response.headers.items()
                    if name.lower() not in ("content-length", "transfer-encoding", "date")]  # fmt: skip
         headers += [("Content-Length", str(len(response.body))), ("Date", http_date())]
+        if close:
+            headers.append(("Connection", "close"))
         out = self._h11.send(h11.Response(status_code=response.status, headers=headers,
                                           reason=reason(response.status).encode()))  # fmt: skip
         if response.body and not head_only:
             out += self._h11.send(h11.Data(data=response.body))
         out += self._h11.send(h11.EndOfMessage())
         self._transport.write(out)
+
+    def _linger(self) -> None:
+        assert self._transport is not None, "checked by the caller"
+        self._lingering = True
+        self._transport.write_eof()
+        asyncio.get_running_loop().call_later(_LINGER_SECONDS, self._transport.close)
+        if self._reading_paused:
+            self._reading_paused = False
+            self._transport.resume_reading()
 
     def _refuse(self, status: int) -> None:
         """Answer a request h11 could not take, without quoting it (its message would), and close."""
@@ -161,6 +221,21 @@ class Connection(listener.Handler):
         self._idle_timer = None
         if self._transport is not None and self._answering is None:
             self._transport.close()
+
+
+def _declares_body(request: h11.Request) -> bool:
+    """Whether a body follows the head (h11 has checked the framing headers; the listener refused chunked ones)."""
+    for name, value in request.headers:
+        if name == b"transfer-encoding" or (name == b"content-length" and value.strip(b"0")):
+            return True
+    return False
+
+
+def _path(target: str) -> str:
+    """The path a request target names: its origin form less the query, or an absolute form's path."""
+    if target[:8].lower().startswith(("http://", "https://")):
+        return urlsplit(target).path or "/"
+    return target.partition("?")[0]
 
 
 def _headers(fields: Sequence[tuple[bytes, bytes]]) -> dict[str, str]:

@@ -1,4 +1,6 @@
 import asyncio
+import logging
+import re
 from collections.abc import Awaitable, Callable
 
 import pynvml
@@ -178,3 +180,92 @@ async def test_a_client_that_sends_its_request_and_half_closes_gets_its_answer(s
     assert out.endswith(b"\r\n\r\nok\n")
     writer.close()
     await writer.wait_closed()
+
+
+@pytest.mark.parametrize(
+    "head",
+    [
+        b"GET / HTTP/1.1\r\nHost: c\r\nContent-Length: 10\r\n\r\n",  # the body never comes
+        b"POST / HTTP/1.1\r\nHost: c\r\nContent-Length: 10\r\n\r\nabc",  # a part of it
+        b"POST / HTTP/1.1\r\nHost: c\r\nContent-Length: 2000000\r\nExpect: 100-continue\r\n\r\n",  # waits for a 100
+    ],
+)
+async def test_a_request_with_a_body_is_answered_at_its_head_and_the_connection_closed(
+    serve: Serve, head: bytes
+) -> None:
+    # no path takes a body: the answer does not wait for one (which could never come), as Go's server answers
+    served = await serve(index_only())
+    reader, writer = await asyncio.open_connection("127.0.0.1", served.server.port)
+    try:
+        writer.write(head)
+        out = await asyncio.wait_for(reader.read(), 5)  # the whole answer, then the server's end of the connection
+    finally:
+        writer.close()
+        await writer.wait_closed()
+    assert out.startswith(b"HTTP/1.1 200 OK\r\n")
+    assert b"\r\nConnection: close" in out.partition(b"\r\n\r\n")[0]
+    await wait_until(lambda: served.server.listener.open == 0)
+
+
+async def test_a_body_still_coming_after_the_answer_is_read_and_dropped_not_reset(serve: Serve) -> None:
+    served = await serve(index_only())
+    reader, writer = await asyncio.open_connection("127.0.0.1", served.server.port)
+    writer.write(b"POST / HTTP/1.1\r\nHost: c\r\nContent-Length: 1000000\r\n\r\n")
+    head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 5)
+    for _ in range(10):  # the client goes on sending its body after the answer came
+        writer.write(b"x" * 65536)
+        await writer.drain()
+    assert await asyncio.wait_for(reader.read(), 5) == b"ok\n"  # not cut by a reset
+    assert head.startswith(b"HTTP/1.1 200 OK\r\n")
+    writer.close()
+    await writer.wait_closed()
+
+
+async def test_a_client_that_pipelines_without_reading_holds_one_buffer_not_an_answer_each() -> None:
+    big = b"x" * 200_000
+    answered = 0
+
+    async def large(request: Request) -> Response:
+        nonlocal answered
+        answered += 1
+        return Response(200, big, {"Content-Type": "text/plain"})
+
+    server = HttpServer(large, "127.0.0.1", 0)
+    await server.start()
+    try:
+        reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+        writer.write(b"GET / HTTP/1.1\r\nHost: c\r\n\r\n" * 2000)  # 400 MB of answers if each were written at once
+        await asyncio.sleep(1.0)
+        [handler] = server.listener.handlers()
+        transport = handler._transport  # the one connection's
+        assert transport is not None
+        assert transport.get_write_buffer_size() < 2 * len(big)  # the answers wait for the client to read
+        assert answered < 50
+        received = 0
+        while received < 10 * len(big):  # reading lets the next answers go out
+            received += len(await asyncio.wait_for(reader.read(1 << 20), 5))
+        assert answered >= 10
+        writer.close()
+        await writer.wait_closed()
+    finally:
+        await server.stop()
+
+
+@pytest.mark.parametrize(
+    ("raw", "status"),
+    [
+        (b"GET http://127.0.0.1/ HTTP/1.1\r\nHost: c\r\nConnection: close\r\n\r\n", b"200 OK"),  # absolute form
+        (b"\r\nGET / HTTP/1.1\r\nHost: c\r\nConnection: close\r\n\r\n", b"200 OK"),  # an empty line before it
+        (b"GET / HTTP/1.1\r\nHost: c\r\nContent-Length: " + b"9" * 5000 + b"\r\n\r\n", b"400 Bad Request"),
+        # a folded line is part of the field above it, not a Content-Length: no body follows, and the next
+        # request's line is checked as a request line
+        (b"GET / HTTP/1.1\r\nHost: c\r\nX-A: 1\r\n Content-Length: 100\r\n\r\nGET / HTTP/2.0\r\n\r\n",
+         b"505 HTTP Version Not Supported"),
+    ],
+)  # fmt: skip
+async def test_request_forms_rfc_9112_allows_or_refuses(
+    serve: Serve, raw: bytes, status: bytes, caplog: pytest.LogCaptureFixture
+) -> None:
+    out = await exchange(await serve(index_only()), raw)
+    assert re.findall(rb"HTTP/1\.1 (\d{3} [^\r]*)\r\n", out)[-1] == status
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
