@@ -9,8 +9,11 @@ call fails at once). The framing and HPACK come from ``h2`` (pure Python, 1.3 MB
 its own: the kubelet may restart and make a new socket at any time, and a connection on a unix socket costs
 microseconds.
 
-Failures are reported as gRPC's own status names, as the library reported them: the server's ``grpc-status``, or
-``UNAVAILABLE`` when nothing answers or the peer is not gRPC, ``DEADLINE_EXCEEDED`` past the timeout.
+Failures are reported as gRPC's own status names, as the library reports them: the server's ``grpc-status``; a reset
+stream or an HTTP status other than 200 mapped as gRPC maps them (PROTOCOL-HTTP2.md, http-grpc-status-mapping.md);
+``UNAVAILABLE`` when nothing answers, the peer is not gRPC or the server goes away (GOAWAY: h2 takes no frame after
+one, so the call cannot be finished on that connection; the next refresh asks again); ``DEADLINE_EXCEEDED`` past the
+timeout, however the server spaces what it sends. Server push is turned off, and frames of any other stream ignored.
 """
 
 from __future__ import annotations
@@ -21,8 +24,10 @@ import urllib.parse
 
 import h2.config
 import h2.connection
+import h2.errors
 import h2.events
 import h2.exceptions
+import h2.settings
 
 # gRPC's status codes, by number (grpc/doc/statuscodes.md)
 STATUS_NAMES = (
@@ -31,6 +36,13 @@ STATUS_NAMES = (
     "INTERNAL", "UNAVAILABLE", "DATA_LOSS", "UNAUTHENTICATED",
 )  # fmt: skip
 MAX_MESSAGE = 64 * 1024 * 1024  # a node's every pod and device is far less; a bound whatever the peer sends
+# a reset stream's HTTP/2 error code, as gRPC reports it (PROTOCOL-HTTP2.md, "Errors"); any other code is INTERNAL
+_RESET: dict[int, str] = {h2.errors.ErrorCodes.REFUSED_STREAM: "UNAVAILABLE", h2.errors.ErrorCodes.CANCEL: "CANCELLED",
+          h2.errors.ErrorCodes.ENHANCE_YOUR_CALM: "RESOURCE_EXHAUSTED",
+          h2.errors.ErrorCodes.INADEQUATE_SECURITY: "PERMISSION_DENIED"}  # fmt: skip
+# an HTTP status other than 200, as gRPC reports it (http-grpc-status-mapping.md); any other status is UNKNOWN
+_HTTP = {"400": "INTERNAL", "401": "UNAUTHENTICATED", "403": "PERMISSION_DENIED", "404": "UNIMPLEMENTED",
+         "429": "UNAVAILABLE", "502": "UNAVAILABLE", "503": "UNAVAILABLE", "504": "UNAVAILABLE"}  # fmt: skip
 
 
 class GrpcError(Exception):
@@ -60,7 +72,8 @@ def call(socket_path: str, method: str, request: bytes, timeout: float) -> bytes
 
 
 def _exchange(sock: socket.socket, method: str, request: bytes, deadline: float) -> bytes:
-    conn = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True, header_encoding="utf-8"))
+    conn = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True, header_encoding=None))
+    conn.local_settings = h2.settings.Settings(client=True, initial_values={h2.settings.SettingCodes.ENABLE_PUSH: 0})
     conn.initiate_connection()
     stream = conn.get_next_available_stream_id()
     timeout_ms = max(1, int((deadline - time.monotonic()) * 1000))
@@ -81,13 +94,24 @@ def _exchange(sock: socket.socket, method: str, request: bytes, deadline: float)
     body = bytearray()
     metadata: dict[str, str] = {}
     while True:
-        sock.settimeout(max(0.001, deadline - time.monotonic()))
+        left = deadline - time.monotonic()
+        if left <= 0:  # checked each time round, not only by recv: a server sending a frame now and then
+            raise TimeoutError
+        sock.settimeout(left)
         data = sock.recv(65536)
         if not data:
             raise GrpcError("UNAVAILABLE", "the connection closed before the call ended")
-        for event in conn.receive_data(data):
+        try:
+            events = conn.receive_data(data)
+        except h2.exceptions.ProtocolError:
+            if conn.state_machine.state is h2.connection.ConnectionState.CLOSED:  # frames after its GOAWAY
+                raise GrpcError("UNAVAILABLE", "the server is going away (GOAWAY)") from None
+            raise
+        for event in events:
+            if getattr(event, "stream_id", stream) != stream:
+                continue  # another stream's: none is asked for
             if isinstance(event, (h2.events.ResponseReceived, h2.events.TrailersReceived)):
-                metadata.update((str(k), str(v)) for k, v in event.headers)
+                metadata.update((_text(k), _text(v)) for k, v in event.headers)
             elif isinstance(event, h2.events.DataReceived):
                 body += event.data
                 if len(body) > MAX_MESSAGE + 5:
@@ -95,9 +119,10 @@ def _exchange(sock: socket.socket, method: str, request: bytes, deadline: float)
                 # h2 opens the stream's and the connection's windows again once half of each is read
                 conn.acknowledge_received_data(event.flow_controlled_length, event.stream_id)
             elif isinstance(event, h2.events.StreamReset):
-                raise GrpcError("UNAVAILABLE", f"the server reset the call (HTTP/2 error {event.error_code})")
+                code = _RESET.get(event.error_code, "INTERNAL")
+                raise GrpcError(code, f"the server reset the call (HTTP/2 error {event.error_code})")
             elif isinstance(event, h2.events.ConnectionTerminated):
-                raise GrpcError("UNAVAILABLE", f"the server closed the connection (HTTP/2 error {event.error_code})")
+                raise GrpcError("UNAVAILABLE", f"the server is going away (GOAWAY, HTTP/2 error {event.error_code})")
             elif isinstance(event, h2.events.StreamEnded):
                 return _message(metadata, bytes(body))
         pending = conn.data_to_send()
@@ -105,13 +130,21 @@ def _exchange(sock: socket.socket, method: str, request: bytes, deadline: float)
             sock.sendall(pending)
 
 
+def _text(value: bytes | str) -> str:
+    """A header's name or value as text, whatever its bytes: gRPC's clients must not fail on a bad grpc-message."""
+    return value if isinstance(value, str) else value.decode("utf-8", errors="replace")
+
+
 def _message(metadata: dict[str, str], body: bytes) -> bytes:
-    if metadata.get(":status", "200") != "200":
-        raise GrpcError("UNAVAILABLE", f"HTTP status {metadata[':status']}")
+    status = metadata.get(":status", "200")
+    if status != "200":
+        raise GrpcError(_HTTP.get(status, "UNKNOWN"), f"HTTP status {status}")
     code = metadata.get("grpc-status")
     if code is None:
         raise GrpcError("INTERNAL", "the call ended without a grpc-status")
-    number = int(code) if code.isdigit() else 2
+    if not (code.isascii() and code.isdigit()):
+        raise GrpcError("INTERNAL", f"a grpc-status that is not a number: {code[:20]!r}")
+    number = int(code)
     if number != 0:
         name = STATUS_NAMES[number] if number < len(STATUS_NAMES) else "UNKNOWN"
         raise GrpcError(name, urllib.parse.unquote(metadata.get("grpc-message", "")))
