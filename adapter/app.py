@@ -78,7 +78,8 @@ async def _keda_ctx(app: web.Application) -> AsyncIterator[None]:
         serving = app.get(SERVING) or tls.serving_tls(settings.tls, request_certs=False)
         certificates = ScalerCertificates(serving.cert, serving.key, keda.client_ca_file)
     scaler = Scaler(app[COMPONENTS].provider, metrics, keda.stream_interval, keda.max_streams)
-    server = app[KEDA] = ScalerServer(keda.address, scaler, certificates)
+    unused_ca = str(keda.client_ca_file) if certificates is None and keda.client_ca_file is not None else ""
+    server = app[KEDA] = ScalerServer(keda.address, scaler, certificates, unused_ca)
     await server.start()
     tasks = []
     if certificates is not None:

@@ -29,9 +29,11 @@ class MetricType(Enum):
 
 KEYS = ("metricName", "metricType", "labelSelector", "targetValue", "activationValue")
 KEDA_KEYS = ("scalerAddress", "enableTLS", "unsafeSsl")  # the external trigger's own keys, which KEDA passes on
-# KEDA hands the target to the HPA in thousandths (int64(target * 1000) milli-units): a smaller one would be 0
+# KEDA hands the target to the HPA in thousandths (int64(target * 1000) milli-units): a smaller one would be 0, a
+# larger one than LARGEST overflow
 SMALLEST_TARGET = Decimal("0.001")
-_NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
+LARGEST = Decimal(2**63 - 1) / 1000
+_NUMBER = re.compile(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?")
 # the versions a trigger's question is asked in, as the HPA asks it: the provider's answer memo is keyed by the
 # request, version included, so the scaler and the HTTP API share answers
 CUSTOM_VERSION = "v1beta2"
@@ -69,7 +71,7 @@ def _number(metadata: Mapping[str, str], key: str, default: str | None) -> Decim
         raise BadRequest(f"scalerMetadata: {key} {text!r} is not a number")
     try:
         return in_range(Decimal(text))
-    except NotFinite:
+    except (NotFinite, ArithmeticError):  # ArithmeticError: an exponent beyond what a Decimal compares
         raise BadRequest(f"scalerMetadata: {key} {text!r} is beyond float64's range") from None
 
 
@@ -91,10 +93,10 @@ def parse_metadata(metadata: Mapping[str, str]) -> ScalerQuery:
         raise BadRequest(f"scalerMetadata: metricType {kind!r} is not pods or external") from None
     selector = parse_selector(metadata.get("labelSelector", ""), "scalerMetadata labelSelector")
     target = _number(metadata, "targetValue", None)
-    if target < SMALLEST_TARGET:
+    if not SMALLEST_TARGET <= target <= LARGEST:
         raise BadRequest(
-            f"scalerMetadata: targetValue {metadata['targetValue']!r} must be at least {SMALLEST_TARGET}: KEDA "
-            "hands the HPA its target in thousandths"
+            f"scalerMetadata: targetValue {metadata['targetValue']!r} must be from {SMALLEST_TARGET} to {LARGEST}: "
+            "KEDA hands the HPA its target in thousandths, as an int64"
         )
     activation = _number(metadata, "activationValue", "0")
     return ScalerQuery(metric, metric_type, selector, target, activation)

@@ -12,7 +12,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator, Coroutine
 from decimal import ROUND_CEILING, Decimal
 from typing import TypeAlias
 
@@ -21,7 +21,7 @@ import grpc
 from adapter.errors import AdapterError, BadRequest
 from adapter.keda.externalscaler import externalscaler_pb2 as pb
 from adapter.keda.externalscaler import externalscaler_pb2_grpc as pb_grpc
-from adapter.keda.metadata import NAMESPACE, ScalerQuery, parse_metadata
+from adapter.keda.metadata import LARGEST, NAMESPACE, ScalerQuery, parse_metadata
 from adapter.keda.status import INTERNAL_MESSAGE, status_of
 from adapter.keda.values import value
 from adapter.provider.provider import Provider
@@ -108,14 +108,19 @@ class Scaler(pb_grpc.ExternalScalerServicer):
     async def GetMetrics(self, request: pb.GetMetricsRequest, context: Context) -> pb.GetMetricsResponse:
         async with self._call("GetMetrics", context):
             namespace, query = read(request.scaledObjectRef)
-            # KEDA asks by the name GetMetricSpec gave, its "s<trigger index>-" prefix taken off again
-            if request.metricName != query.metric:
+            # KEDA asks by the name GetMetricSpec gave, its "s<trigger index>-" prefix taken off again, and in the
+            # case the HPA asked it in: the HPA lowercases external metrics' names, and KEDA matches them ignoring case
+            if request.metricName.casefold() != query.metric.casefold():
                 raise BadRequest(
                     f"metricName {request.metricName!r} is not the trigger's scalerMetadata metricName {query.metric!r}"
                 )
-            number = await value(self.provider, namespace, query)
-            # the float is what KEDA reads; the exact sum is a decimal, and a float64 holds it to 16 digits
-            metric = pb.MetricValue(metricName=query.metric, metricValueFloat=float(number), metricValue=whole(number))
+            # the float is what KEDA reads; the exact sum is a decimal, and a float64 holds it to 16 digits. A sum
+            # past what KEDA can hand on in int64 thousandths (or past float64) is that largest value: a demand
+            # beyond any target, as it is, rather than an overflow or an infinity KEDA reads as 0
+            number = min(max(await value(self.provider, namespace, query), -LARGEST), LARGEST)
+            metric = pb.MetricValue(
+                metricName=request.metricName, metricValueFloat=float(number), metricValue=whole(number)
+            )
             return pb.GetMetricsResponse(metricValues=[metric])
 
     async def StreamMetricSpec(
@@ -161,7 +166,10 @@ class Scaler(pb_grpc.ExternalScalerServicer):
         failing = False
         while not self._closing.is_set():
             try:
-                active = await value(self.provider, namespace, query) > query.activation
+                number = await self._unless_closing(value(self.provider, namespace, query))
+                if number is None:
+                    return  # the server stops: the stream ends with OK, not cut by the stop's grace
+                active = number > query.activation
             except AdapterError as e:
                 if last is None:
                     raise
@@ -178,3 +186,15 @@ class Scaler(pb_grpc.ExternalScalerServicer):
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(self.interval):
                     await self._closing.wait()
+
+    async def _unless_closing(self, asked: Coroutine[object, object, Decimal]) -> Decimal | None:
+        """What ``asked`` answers, or None as soon as the server stops (``asked`` is then cancelled)."""
+        answer = asyncio.ensure_future(asked)
+        closing = asyncio.ensure_future(self._closing.wait())
+        try:
+            await asyncio.wait((answer, closing), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            closing.cancel()
+            if not answer.done():
+                answer.cancel()
+        return answer.result() if answer.done() and not answer.cancelled() else None

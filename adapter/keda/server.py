@@ -16,6 +16,7 @@ log = logging.getLogger(__name__)
 
 # KEDA's calls are a ScaledObjectRef of a few hundred bytes: a larger one is refused before it is read
 MAX_REQUEST_BYTES = 64 * 1024
+UNARY_CALLS = 1000
 # what a unary call in flight at shutdown gets to finish; the streams end at once (``Scaler.close``)
 STOP_GRACE_SECONDS = 2.0
 OPEN_WARNING = (
@@ -26,16 +27,21 @@ OPEN_WARNING = (
 
 
 class ScalerServer:
-    def __init__(self, address: str, scaler: Scaler, certificates: ScalerCertificates | None) -> None:
-        """``certificates``: None serves plain gRPC (--insecure-serve-http)."""
+    def __init__(
+        self, address: str, scaler: Scaler, certificates: ScalerCertificates | None, unused_client_ca: str = ""
+    ) -> None:
+        """``certificates``: None serves plain gRPC (--insecure-serve-http); ``unused_client_ca``: the
+        --keda-client-ca-file given all the same, named in the start's warning."""
         self.address = address
         self.scaler = scaler
         self.certificates = certificates
+        self._unused_client_ca = unused_client_ca
         self.port = 0  # the port bound, once started (the address may say 0)
-        # every call the scaler serves at once: its streams, and as many unary calls again (KEDA makes two a
-        # ScaledObject each polling interval); beyond that gRPC answers RESOURCE_EXHAUSTED itself
+        # every call the scaler serves at once: its streams, and up to UNARY_CALLS unary calls besides (KEDA makes
+        # two a ScaledObject each polling interval, answered in milliseconds from a cache); beyond that gRPC answers
+        # RESOURCE_EXHAUSTED itself, before the call is counted
         self._server = grpc.aio.server(
-            maximum_concurrent_rpcs=2 * scaler.max_streams,
+            maximum_concurrent_rpcs=scaler.max_streams + UNARY_CALLS,
             options=[
                 ("grpc.max_receive_message_length", MAX_REQUEST_BYTES),
                 # as the HTTP port: a second process on the same port is an error at start, not a silent share
@@ -57,6 +63,8 @@ class ScalerServer:
         log.info("serving KEDA's external scaler on %s://%s", "grpc" if self.certificates is None else "grpcs", address)
         if self.certificates is None or not self.certificates.checks_clients:
             plain = " and in plain text (--insecure-serve-http)" if self.certificates is None else ""
+            if self._unused_client_ca:
+                plain += f", --keda-client-ca-file {self._unused_client_ca} is not used without TLS"
             log.warning(OPEN_WARNING.format(address=address, plain=plain))
 
     async def stop(self) -> None:

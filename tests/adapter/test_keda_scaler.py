@@ -123,7 +123,7 @@ async def test_active_is_the_value_above_the_activation_value(stub: Any, activat
     ("namespace", "metadata", "code", "message"),
     [
         ("ml", {"targetValue": "60"}, "INVALID_ARGUMENT", "scalerMetadata: metricName is required"),
-        ("ml", {**TRAINERS, "targetValue": "0"}, "INVALID_ARGUMENT", "targetValue '0' must be at least 0.001"),
+        ("ml", {**TRAINERS, "targetValue": "0"}, "INVALID_ARGUMENT", "targetValue '0' must be from 0.001 to"),
         ("ml", {**TRAINERS, "metricType": "Value"}, "INVALID_ARGUMENT", "metricType 'Value' is not pods or external"),
         ("ml", {**TRAINERS, "labelSelector": "app in"}, "INVALID_ARGUMENT", "scalerMetadata labelSelector"),
         ("ml", {**TRAINERS, "activationValue": "x"}, "INVALID_ARGUMENT", "activationValue 'x' is not a number"),
@@ -255,6 +255,16 @@ async def test_plain_grpc_without_client_certificates_is_said_at_start(
         "(--insecure-serve-http): anyone who reaches the port can read the metrics of every namespace through it "
         "(give --keda-client-ca-file, and KEDA's TriggerAuthentication the client certificate)"
     ]
+
+
+async def test_a_client_ca_given_with_plain_grpc_is_said_to_be_unused(
+    caplog: pytest.LogCaptureFixture, prometheus: Prometheus, make_adapter: MakeAdapter, tmp_path: Path
+) -> None:
+    keda = KedaSettings("127.0.0.1:0", client_ca_file=tmp_path / "clients.pem")
+    await make_adapter(settings_for(prometheus.adapter_url, None, keda=keda))
+    [warning] = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING and "KEDA" in r.getMessage()]
+    unused = f"--keda-client-ca-file {tmp_path / 'clients.pem'} is not used without TLS"
+    assert f"(--insecure-serve-http), {unused}" in warning
 
 
 async def test_stopping_ends_the_streams_cleanly(served: Adapter, stub: Any) -> None:

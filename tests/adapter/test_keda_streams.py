@@ -156,3 +156,40 @@ async def test_fifty_streams_closed_by_their_clients_leave_nothing_running(few_s
         assert metrics.registry.get_sample_value("gpuscale_adapter_keda_requests_total", cancelled) == 50
         # and a stream may be opened again
         assert await next_activity(stub.StreamIsActive(ref(TRAINERS, "ml"))) is True
+
+
+@pytest.fixture
+async def two_streams_slow_prometheus(
+    kube: FakeKubeAPIServer, proxy: PrometheusProxy, make_adapter: MakeAdapter, tmp_path: Path
+) -> Adapter:
+    keda = KedaSettings("127.0.0.1:0", stream_interval=0.1, max_streams=2)
+    settings = settings_for(proxy.url, kube.kubeconfig(tmp_path / "kubeconfig"), keda=keda, cache_ttl=0.0)
+    return await make_adapter(settings)
+
+
+async def test_the_stream_limit_leaves_unary_calls_alone(
+    two_streams_slow_prometheus: Adapter, proxy: PrometheusProxy
+) -> None:
+    proxy.delay = 0.5  # ten ScaledObjects polled at once, each waiting on Prometheus
+    async with scaler(two_streams_slow_prometheus) as stub:
+        open_streams = [stub.StreamIsActive(ref(TRAINERS, "ml")) for _ in range(2)]
+        assert await asyncio.gather(*map(next_activity, open_streams)) == [True, True]
+        answers = await asyncio.gather(*(stub.IsActive(ref(TRAINERS, "ml")) for _ in range(10)))
+        assert [answer.result for answer in answers] == [True] * 10
+        for stream in open_streams:
+            stream.cancel()
+
+
+async def test_stopping_ends_streams_with_ok_while_their_values_are_being_asked(
+    two_streams_slow_prometheus: Adapter, proxy: PrometheusProxy
+) -> None:
+    server = two_streams_slow_prometheus.client.app[KEDA]
+    async with scaler(two_streams_slow_prometheus) as stub:
+        streams = [stub.StreamIsActive(ref(TRAINERS, "ml")) for _ in range(2)]
+        assert await asyncio.gather(*map(next_activity, streams)) == [True, True]
+        proxy.delay = 30.0  # each stream's next look waits on Prometheus when the server stops
+        await asyncio.sleep(0.5)
+        await server.stop()
+        for stream in streams:
+            assert await stream.read() is grpc.aio.EOF  # type: ignore[attr-defined]
+            assert await stream.code() is grpc.StatusCode.OK  # KEDA opens it again at once, not after a back-off
