@@ -81,6 +81,13 @@ class NotFound(RequestError):
     reason = "NotFound"
 
 
+class MethodNotSupported(RequestError):
+    """A verb the metrics APIs do not serve on a resource (``watch``), as the API server answers it: 405."""
+
+    code = 405
+    reason = "MethodNotAllowed"
+
+
 class BackendError(AdapterError):
     """A backend failed; clients get ``generic``, the log gets ``str(self)``."""
 

@@ -21,6 +21,7 @@ from adapter.api.objects import (
     status,
 )
 from adapter.api.paths import (
+    CUSTOM_GROUP,
     EXTERNAL_GROUP,
     NO_SUCH_PATH,
     RESOURCE_GROUP,
@@ -33,6 +34,7 @@ from adapter.components import COMPONENTS, Components
 from adapter.errors import AdapterError, BackendError, NotFound
 from adapter.http import health, resource_routes
 from adapter.provider import explain as explaining
+from adapter.query.list_options import refuse_watch
 
 log = logging.getLogger(__name__)
 
@@ -142,9 +144,12 @@ async def metrics_api(request: web.Request) -> web.Response:
         # empty response"); why it is empty is in /readyz?verbose and the log.
         return _json(api_resource_list(req.group, req.version, c.provider.resource_entries(req.group)))
     if isinstance(req, CustomRequest):
+        if req.name is None:
+            refuse_watch(request.query, f"{req.resource.resource}.{req.resource.group or CUSTOM_GROUP}")
         answer = await c.provider.custom(req)
         return web.Response(body=answer.body(req.version), content_type="application/json")
     assert isinstance(req, ExternalRequest)
+    refuse_watch(request.query, f"{req.metric}.{EXTERNAL_GROUP}")
     return _json(external_value_list(req.version, await c.provider.external(req)))
 
 

@@ -20,6 +20,7 @@ from adapter.components import COMPONENTS
 from adapter.errors import NotFound
 from adapter.provider.resource_metrics import ResourceMetrics
 from adapter.query.field_selectors import FieldSelector, parse_field_selector
+from adapter.query.list_options import refuse_watch
 from adapter.query.selectors import Selector, parse_selector
 
 PREFIX = f"/apis/{RESOURCE_GROUP}/{{version:{'|'.join(VERSIONS[RESOURCE_GROUP])}}}"
@@ -56,6 +57,8 @@ async def nodes(request: web.Request) -> web.Response:
     window = provider.rules().window
     name = request.match_info.get("name")
     version = request.match_info["version"]
+    if name is None:
+        refuse_watch(request.query, f"nodes.{RESOURCE_GROUP}")
     found = await provider.nodes(*_selectors(request), name)
     if name is not None:
         return _json(objects.one_node(found[0], window, version))
@@ -67,6 +70,8 @@ async def pods(request: web.Request) -> web.Response:
     window = provider.rules().window
     name = request.match_info.get("name")
     version = request.match_info["version"]
+    if name is None:
+        refuse_watch(request.query, f"pods.{RESOURCE_GROUP}")
     found = await provider.pods(request.match_info.get("namespace"), *_selectors(request), name)
     if name is not None:
         return _json(objects.one_pod(found[0], window, version))

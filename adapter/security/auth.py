@@ -22,6 +22,7 @@ from aiohttp.typedefs import Handler, Middleware
 from adapter.backends.auth_api import CONFIGMAP, AuthAPI, KubernetesAuthAPI
 from adapter.errors import AdapterError, AuthNotReady, ConfigError, Forbidden, ReviewError
 from adapter.naming.resources import RestMapping
+from adapter.query.list_options import asks_watch
 from adapter.security.auth_config import AuthenticationConfig, AuthSettings
 from adapter.security.auth_source import AuthConfigSource
 from adapter.security.authn import Authenticator, peer_certificate
@@ -141,7 +142,8 @@ def guard(
             raise AuthNotReady("authentication is starting")
         metrics = sec.authenticator.metrics
         user = await sec.authenticator.authenticate(request)
-        for attrs in reviewed(request.method, request.rel_url.raw_path, mapping(request.app)):
+        watch = asks_watch(request.query)
+        for attrs in reviewed(request.method, request.rel_url.raw_path, mapping(request.app), watch):
             try:
                 decision = await sec.authorizer.authorize(user, attrs)
             except ReviewError:

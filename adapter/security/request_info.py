@@ -45,7 +45,8 @@ class RequestAttributes:
     name: str = ""
 
 
-def request_attributes(method: str, raw_path: str) -> RequestAttributes:
+def request_attributes(method: str, raw_path: str, watch: bool = False) -> RequestAttributes:
+    """``watch``: the request's ``?watch`` is true, which makes a list a ``watch``, as the API server reads it."""
     verb = _VERBS.get(method.upper(), method.lower())
     path = urllib.parse.unquote(raw_path)
     parts = [urllib.parse.unquote(p) for p in raw_path.strip("/").split("/")] if raw_path.strip("/") else []
@@ -62,16 +63,16 @@ def request_attributes(method: str, raw_path: str) -> RequestAttributes:
     name = rest[1] if len(rest) > 1 else ""
     subresource = rest[2] if len(rest) > 2 else ""
     if verb == "get" and not name:
-        verb = "list"
+        verb = "watch" if watch else "list"
     return RequestAttributes(verb, path, True, group, version, namespace, resource, subresource, name)
 
 
-def reviewed(method: str, raw_path: str, mapping: RestMapping | None) -> list[RequestAttributes]:
+def reviewed(method: str, raw_path: str, mapping: RestMapping | None, watch: bool = False) -> list[RequestAttributes]:
     """The attributes a request is authorized as (every one must be allowed): its own, the resource named as the
     answer resolves it; for ``/explain/<request>``, the explained request's too."""
-    out = [_resolved(request_attributes(method, raw_path), mapping)]
+    out = [_resolved(request_attributes(method, raw_path, watch), mapping)]
     if raw_path.startswith(EXPLAIN + "/apis/"):
-        out.append(_resolved(request_attributes(method, raw_path[len(EXPLAIN) :]), mapping))
+        out.append(_resolved(request_attributes(method, raw_path[len(EXPLAIN) :], watch), mapping))
     return out
 
 

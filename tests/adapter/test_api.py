@@ -125,6 +125,22 @@ async def test_wildcard_without_selector_returns_every_pod_of_the_namespace_with
     assert values(body) == {"trainer-0": "88", "trainer-1": "40", "other-0": "10", "share-a": "70", "share-b": "18"}
 
 
+@pytest.mark.parametrize(
+    ("path", "kind"),
+    [(f"{CM}/v1beta2/namespaces/ml/pods/*/gpu_utilization", "pods.custom.metrics.k8s.io"),
+     (f"{EM}/v1beta1/namespaces/ml/gpu_utilization", "gpu_utilization.external.metrics.k8s.io")],
+)  # fmt: skip
+async def test_a_watch_of_many_objects_is_405_as_the_api_server_answers_it(
+    adapter: Adapter, path: str, kind: str
+) -> None:
+    body = await adapter.get(path, 405, watch="1")
+    assert (body["reason"], body["message"]) == (
+        "MethodNotAllowed",
+        f'watch is not supported on resources of kind "{kind}"',
+    )
+    assert (await adapter.get(path, watch="0"))["kind"].endswith("List")
+
+
 async def test_set_based_selectors(adapter: Adapter) -> None:
     body = await adapter.get(f"{CM}/v1beta2/namespaces/ml/pods/*/gpu_utilization", labelSelector="app in (share,other)")
     assert values(body) == {"other-0": "10", "share-a": "70", "share-b": "18"}

@@ -75,6 +75,15 @@ def test_attributes(method: str, raw: str, expected: RequestAttributes) -> None:
     assert request_attributes(method, raw) == expected
 
 
+def test_a_list_asked_to_be_watched_is_the_verb_watch_and_one_object_stays_a_get() -> None:
+    # as the API server's RequestInfo reads ?watch=true: authorized as watch, then refused 405 by the handler
+    assert request_attributes("GET", "/apis/metrics.k8s.io/v1beta1/pods", watch=True).verb == "watch"
+    assert request_attributes("GET", "/apis/metrics.k8s.io/v1beta1/namespaces/ml/pods", watch=True).verb == "watch"
+    # a custom metric of every pod names them "*", a name to RequestInfo: a get
+    assert request_attributes("GET", f"{CM}/namespaces/ml/pods/*/gpu_utilization", watch=True).verb == "get"
+    assert request_attributes("GET", "/apis/metrics.k8s.io/v1beta1/namespaces/ml/pods/a", watch=True).verb == "get"
+
+
 CM_ML = "/apis/custom.metrics.k8s.io/v1beta2/namespaces/ml"
 
 

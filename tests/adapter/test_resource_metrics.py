@@ -384,3 +384,18 @@ async def test_without_a_kubernetes_api_it_says_what_is_missing(
     adapter = await make_adapter(settings_for(proxy.url, None, config=CONFIGS / "prometheus-adapter.yaml"))
     body = await adapter.get(f"{PREFIX}/pods", 503)
     assert "--lister-kubeconfig" in body["message"]
+
+
+@pytest.mark.parametrize(("path", "kind"), [("/pods", "pods"), ("/namespaces/ml/pods", "pods"), ("/nodes", "nodes")])
+async def test_a_watch_is_405_as_metrics_server_answers_it(
+    start: Callable[..., Awaitable[Adapter]], path: str, kind: str
+) -> None:
+    # a list in its place breaks kubectl get -w: it reads a watch event stream and finds a PodMetricsList
+    adapter = await start()
+    body = await adapter.get(f"{PREFIX}{path}", 405, watch="true")
+    assert (body["kind"], body["reason"], body["code"]) == ("Status", "MethodNotAllowed", 405)
+    assert body["message"] == f'watch is not supported on resources of kind "{kind}.metrics.k8s.io"'
+    assert (await adapter.get(f"{PREFIX}{path}", watch="false"))["kind"].endswith("MetricsList")
+    assert (await adapter.get(f"{PREFIX}{path}", 400, watch="yes"))["reason"] == "BadRequest"
+    # one object is a get, whatever ?watch says
+    assert (await adapter.get(f"{PREFIX}/namespaces/ml/pods/trainer-1", watch="true"))["kind"] == "PodMetrics"
