@@ -10,17 +10,19 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable
+from decimal import Decimal
 from typing import Literal, NamedTuple, NotRequired, TypedDict
 
 from adapter.api.objects import APIResourceList, ListMeta, timestamp
 from adapter.api.paths import RESOURCE_GROUP
 from adapter.backends.kube_api import ObjectMeta
+from adapter.query.quantity import binary_quantity, format_quantity
 
 
 # what the provider measured, per object; the functions below write it as the API does
 class Usage(NamedTuple):
-    cpu: str
-    memory: str
+    cpu: Decimal  # cores, at least 0
+    memory: Decimal  # bytes, at least 0
 
 
 class ContainerUsage(NamedTuple):
@@ -101,7 +103,7 @@ def _metadata(meta: ObjectMeta, now: float) -> Metadata:
 
 
 def _usage(usage: Usage) -> ResourceList:
-    return {"cpu": usage.cpu, "memory": usage.memory}
+    return {"cpu": format_quantity(usage.cpu), "memory": binary_quantity(usage.memory)}
 
 
 def node_metrics(node: NodeUsage, window: str, now: float) -> NodeMetrics:

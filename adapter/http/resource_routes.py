@@ -15,6 +15,7 @@ from typing import Any
 from aiohttp import web
 
 from adapter.api import resource_objects as objects
+from adapter.api import resource_tables as tables
 from adapter.api.paths import NO_SUCH_PATH, RESOURCE_GROUP, VERSIONS
 from adapter.components import COMPONENTS
 from adapter.errors import NotFound
@@ -59,7 +60,11 @@ async def nodes(request: web.Request) -> web.Response:
     version = request.match_info["version"]
     if name is None:
         refuse_watch(request.query, f"nodes.{RESOURCE_GROUP}")
+    table = tables.table_version(request.headers.get("Accept", ""))
+    include = tables.include_object(request.query) if table else ""
     found = await provider.nodes(*_selectors(request), name)
+    if table is not None:
+        return _json(tables.nodes_table(found, window, version, table, include))
     if name is not None:
         return _json(objects.one_node(found[0], window, version))
     return _json(objects.node_metrics_list(found, window, version))
@@ -72,7 +77,11 @@ async def pods(request: web.Request) -> web.Response:
     version = request.match_info["version"]
     if name is None:
         refuse_watch(request.query, f"pods.{RESOURCE_GROUP}")
+    table = tables.table_version(request.headers.get("Accept", ""))
+    include = tables.include_object(request.query) if table else ""
     found = await provider.pods(request.match_info.get("namespace"), *_selectors(request), name)
+    if table is not None:
+        return _json(tables.pods_table(found, window, version, table, include))
     if name is not None:
         return _json(objects.one_pod(found[0], window, version))
     return _json(objects.pod_metrics_list(found, window, version))

@@ -35,7 +35,7 @@ from adapter.errors import AdapterError, NotConfigured, NotFound
 from adapter.naming import resources
 from adapter.provider.queries import node_resource_query, pod_resource_query
 from adapter.query.field_selectors import FieldSelector
-from adapter.query.quantity import FLOAT64_MAX, binary_quantity, format_quantity
+from adapter.query.quantity import FLOAT64_MAX
 from adapter.query.selectors import Selector
 from adapter.self_metrics import AdapterMetrics
 from adapter.single_flight import SingleFlightCache
@@ -192,7 +192,7 @@ class ResourceMetrics:
             if not value.is_finite():
                 self._drop(obj, value)
                 return None
-        return Usage(format_quantity(max(cpu, _ZERO)), binary_quantity(max(memory, _ZERO)))
+        return Usage(max(cpu, _ZERO), max(memory, _ZERO))
 
     def _drop(self, obj: ObjectMeta, value: Decimal) -> None:
         reason = "nan" if value.is_nan() else "inf"

@@ -22,6 +22,7 @@ from harness.kube.cluster import Cluster
 from harness.kube.kubectl import kubectl_binary, run
 from harness.kube.pki import client_context
 from harness.kube.reviews import ReviewUser
+from harness.kube.wire import parse_quantity
 from harness.stores.cadvisor import (
     ANSWERED_PODS,
     NODES,
@@ -221,3 +222,21 @@ async def test_kubectl_top_asks_for_the_version_discovery_prefers(
         proxied = {path.split("?")[0] for path, _ in top.kube.aggregator.proxied}
         assert all(p == prefix or p.startswith(prefix + "/") for p in proxied), proxied
         assert {f"{prefix}/namespaces/ml/pods", f"{prefix}/namespaces/ml/pods/trainer-1", f"{prefix}/nodes"} <= proxied
+
+
+async def test_kubectl_get_prints_metrics_servers_columns(top: Top) -> None:
+    # legacy discovery: the stand-in's aggregated discovery lists an APIService's versions without their resources,
+    # which kubectl get needs to find pods.metrics.k8s.io (kube-apiserver reads them from the extension server)
+    top.kube.discovery.aggregated = ()
+    rc, out, err = await top.run("get", "pods.metrics.k8s.io", "-n", "ml")
+    assert rc == 0, err
+    rows = [line.split() for line in out.splitlines()]
+    assert rows[0] == ["NAME", "CPU", "MEMORY", "WINDOW"]
+    assert sorted(r[0] for r in rows[1:]) == sorted(pod for ns, pod in ANSWERED_PODS if ns == "ml")
+    for name, cpu, memory, window in rows[1:]:
+        assert (parse_quantity(cpu), parse_quantity(memory)) == pod_usage("ml", name)
+        assert window == "5m0s"
+    rc, out, err = await top.run("get", "nodes.metrics.k8s.io")
+    assert rc == 0, err
+    assert out.splitlines()[0].split() == ["NAME", "CPU", "MEMORY", "WINDOW"]
+    assert sorted(line.split()[0] for line in out.splitlines()[1:]) == ["node-a", "node-b"]  # node-c has no series

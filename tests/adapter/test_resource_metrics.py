@@ -399,3 +399,67 @@ async def test_a_watch_is_405_as_metrics_server_answers_it(
     assert (await adapter.get(f"{PREFIX}{path}", 400, watch="yes"))["reason"] == "BadRequest"
     # one object is a get, whatever ?watch says
     assert (await adapter.get(f"{PREFIX}/namespaces/ml/pods/trainer-1", watch="true"))["kind"] == "PodMetrics"
+
+
+# what kubectl get sends: a Table of meta.k8s.io v1, else v1beta1, else the object
+KUBECTL_GET = (
+    "application/json;as=Table;v=v1;g=meta.k8s.io,application/json;as=Table;v=v1beta1;g=meta.k8s.io,application/json"
+)
+
+
+async def get_as(adapter: Adapter, path: str, accept: str, status: int = 200, **params: str) -> Any:
+    response = await adapter.client.get(path, headers={"Accept": accept}, params=params or None)
+    body = await response.json()
+    assert response.status == status, body
+    return body
+
+
+def without_age(metadata: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in metadata.items() if k != "creationTimestamp"}  # the moment of each answer
+
+
+async def test_kubectl_get_gets_metrics_servers_table(start: Callable[..., Awaitable[Adapter]]) -> None:
+    adapter = await start()
+    table = await get_as(adapter, f"{PREFIX}/namespaces/ml/pods", KUBECTL_GET)
+    assert (table["kind"], table["apiVersion"], table["metadata"]) == ("Table", "meta.k8s.io/v1", {})
+    assert [(c["name"], c["format"]) for c in table["columnDefinitions"]] == [
+        ("Name", "name"), ("cpu", "quantity"), ("memory", "quantity"), ("Window", "duration")]  # fmt: skip
+    listed = (await adapter.get(f"{PREFIX}/namespaces/ml/pods"))["items"]
+    assert [row["cells"][0] for row in table["rows"]] == [item["metadata"]["name"] for item in listed]
+    for row, item in zip(table["rows"], listed, strict=True):
+        _, cpu, memory, window = row["cells"]
+        # a pod's usage is the sum over its containers, as metrics-server's table shows it
+        assert parse_quantity(cpu) == sum(parse_quantity(c["usage"]["cpu"]) for c in item["containers"])
+        assert parse_quantity(memory) == sum(parse_quantity(c["usage"]["memory"]) for c in item["containers"])
+        assert window == item["window"] == "5m0s"
+        assert (row["object"]["kind"], row["object"]["apiVersion"]) == ("PartialObjectMetadata", "meta.k8s.io/v1")
+        assert without_age(row["object"]["metadata"]) == without_age(item["metadata"])
+    trainer = next(row["cells"] for row in table["rows"] if row["cells"][0] == "trainer-0")
+    assert (parse_quantity(trainer[1]), parse_quantity(trainer[2])) == (
+        Decimal("0.375"),
+        Decimal(120 * 1024 * 1024 + 300 * 1024),
+    )
+
+
+async def test_a_table_of_nodes_of_one_object_and_of_each_includeobject(
+    start: Callable[..., Awaitable[Adapter]],
+) -> None:
+    adapter = await start()
+    nodes = await get_as(adapter, f"{PREFIX}/nodes", KUBECTL_GET)
+    listed = (await adapter.get(f"{PREFIX}/nodes"))["items"]
+    assert [row["cells"] for row in nodes["rows"]] == [
+        [n["metadata"]["name"], n["usage"]["cpu"], n["usage"]["memory"], n["window"]] for n in listed]  # fmt: skip
+    one = await get_as(adapter, f"{PREFIX}/namespaces/ml/pods/trainer-1", KUBECTL_GET)
+    assert [row["cells"][0] for row in one["rows"]] == ["trainer-1"]
+    whole = await get_as(adapter, f"{PREFIX}/namespaces/ml/pods/trainer-1", KUBECTL_GET, includeObject="Object")
+    assert whole["rows"][0]["object"]["kind"] == "PodMetrics"
+    bare = await get_as(adapter, f"{PREFIX}/nodes", KUBECTL_GET, includeObject="None")
+    assert all("object" not in row for row in bare["rows"])
+    older = await get_as(adapter, f"{PREFIX}/nodes", "application/json;as=Table;v=v1beta1;g=meta.k8s.io")
+    assert older["apiVersion"] == "meta.k8s.io/v1beta1"
+    assert older["rows"][0]["object"]["apiVersion"] == "meta.k8s.io/v1beta1"
+    refused = await get_as(adapter, f"{PREFIX}/nodes", KUBECTL_GET, 400, includeObject="All")
+    assert "includeObject 'All'" in refused["message"]
+    # a client that asks for the object first, or for nothing in particular, gets the object
+    for accept in ("application/json", "application/json,application/json;as=Table;v=v1;g=meta.k8s.io", "*/*"):
+        assert (await get_as(adapter, f"{PREFIX}/nodes", accept))["kind"] == "NodeMetricsList"
