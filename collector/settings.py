@@ -105,7 +105,7 @@ FLAGS = FlagTable(
              env=("DCGM_EXPORTER_KUBERNETES_ENABLE_POD_LABELS",), help="with -k, the owning pod's Kubernetes labels "
              "on its GPU series, names sanitised (app.kubernetes.io/name → app_kubernetes_io_name)"),
         flag("--kubernetes-pod-label-allowlist-regex", field="pod_label_allowlist", parse=parse_allowlist,
-             default="", env=("DCGM_EXPORTER_KUBERNETES_POD_LABEL_ALLOWLIST_REGEX",),
+             default="", env=("DCGM_EXPORTER_KUBERNETES_POD_LABEL_ALLOWLIST_REGEX",), repeated=True,
              help="comma-separated regular expressions; only pod label keys one of them matches are kept (empty: "
              "all)"),
         flag("--kubernetes-enable-pod-uid", field="pod_uid", parse=boolean, default="false", switch=True,
@@ -117,7 +117,7 @@ FLAGS = FlagTable(
              env=("DCGM_HPC_JOB_MAPPING_DIR",), help="directory of files named by GPU index (or <gpu>.<GPU "
              "instance>) listing job IDs one a line; each job becomes an hpc_job label, re-read on change"),
         flag("--nvidia-resource-names", field="resource_names", parse=string_list, default="",
-             env=("NVIDIA_RESOURCE_NAMES",), help="extra comma-separated resource names that carry GPUs "
+             env=("NVIDIA_RESOURCE_NAMES",), repeated=True, help="extra comma-separated resource names that carry GPUs "
              "(nvidia.com/gpu, nvidia.com/gpu.shared and nvidia.com/mig-* are always recognised)"),
         flag("-r", "--remote-hostengine-info", field="remote_hostengine", parse=optional_text,
              env=("DCGM_REMOTE_HOSTENGINE_INFO",), help="dcgm-exporter's remote DCGM host engine <host>:<port>; "
@@ -264,11 +264,27 @@ def build_parser() -> argparse.ArgumentParser:
     return FLAGS.parser()
 
 
+def as_go_reads_them(argv: Sequence[str]) -> list[str]:
+    """The arguments as dcgm-exporter's flag parsing (Go's ``flag`` package, under urfave/cli) reads them: a name
+    takes one dash or two, so ``-debug`` is ``--debug`` and ``--f`` is ``-f``. argparse would read ``-debug`` as
+    ``-d ebug`` (the devices flag) and refuse ``--f``."""
+    names = {n.lstrip("-") for f in FLAGS.flags.values() for n in f.names} | {"v", "version", "h", "help"}
+    out = list(argv)
+    for i, arg in enumerate(out):
+        if arg == "--":
+            break
+        name = arg.lstrip("-").partition("=")[0]
+        if not arg.startswith("-") or arg.startswith("---") or name not in names:
+            continue
+        out[i] = ("--" if len(name) > 1 else "-") + arg.lstrip("-")
+    return out
+
+
 def parse_settings(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None) -> Settings:
     """Settings from flags and environment; a bad value ends the process with status 2, naming it and the range."""
     env = os.environ if env is None else env
     try:
-        values = FLAGS.read(sys.argv[1:] if argv is None else argv, env)
+        values = FLAGS.read(as_go_reads_them(sys.argv[1:] if argv is None else argv), env)
     except FlagError as e:
         FLAGS.parser().error(str(e))
     return Settings(**values.fields(), node_name=env.get("NODE_NAME") or socket.gethostname(), ignored=values.ignored)

@@ -135,7 +135,8 @@ class FlagTable:
             return "\n".join(flag_value), self.describe(f.long)
         if flag_value is not None:
             return flag_value, self.describe(f.long)
-        variable = next((n for n in self.env_names(f) if n in env), None)
+        # an empty variable is one not set, as urfave/cli reads its numbers and booleans (a manifest's value: "")
+        variable = next((n for n in self.env_names(f) if env.get(n)), None)
         if variable is None:
             return None, self.describe(f.long)
         return env[variable], f"environment variable {variable} (--{f.long})"

@@ -54,12 +54,19 @@ class Counters:
         return frozenset(c.field for c in self.counters)
 
 
+# DCGM's current names for fields this collector serves under their older ones: the same field, served under the
+# name the file lists
+CURRENT_NAMES = {"DCGM_FI_DEV_CLOCKS_EVENT_REASONS": "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS"}  # DCGM 3.3 renamed it
+
+
 def parse(text: str, source: str) -> Counters:
     counters: list[Counter] = []
     labels: list[str] = []
     warnings: list[str] = []
     seen: set[str] = set()
-    for lineno, line in enumerate(text.splitlines(), start=1):
+    # lines end at \n alone, as Go's csv reader ends them (str.splitlines would also end one at a form feed or
+    # U+2028 inside a help text); a byte-order mark an editor wrote is not part of the first field's name
+    for lineno, line in enumerate(text.removeprefix("\ufeff").split("\n"), start=1):
         stripped = line.strip()
         if not stripped or stripped.startswith("#"):
             continue
@@ -78,7 +85,7 @@ def parse(text: str, source: str) -> Counters:
             raise ConfigError(
                 f"{source}:{lineno}: unknown type {record[1]!r} for {name}; expected one of {', '.join(sorted(_TYPES))}"
             )
-        field = LEGACY_FIELDS.get(name, name)
+        field = LEGACY_FIELDS.get(name) or CURRENT_NAMES.get(name, name)
         if field in seen:  # as dcgm-exporter: one series per field, the first line that names it
             warnings.append(f"{source}:{lineno}: {name} is listed again; the first entry is used")
             continue
@@ -109,9 +116,10 @@ def load(path: str | None) -> Counters:
         text = (Path(__file__).parent / DEFAULT_FILE).read_text(encoding="utf-8")
         return parse(text, f"<built-in {DEFAULT_FILE}>")
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        # help texts in another encoding are served with U+FFFD where they are not UTF-8, not refused whole
+        text = Path(path).read_bytes().decode("utf-8", errors="replace")
     except FileNotFoundError as e:
         raise ConfigError(f"counters file {path} does not exist") from e
-    except (OSError, UnicodeDecodeError) as e:
+    except OSError as e:
         raise ConfigError(f"counters file {path} cannot be read: {e}") from e
     return parse(text, path)

@@ -110,3 +110,22 @@ def test_flags_without_effect_are_accepted_and_each_says_why(tmp_path: Path) -> 
     assert "CPUs" in said["--cpu-devices"]
     assert "no DCGM library is loaded" in said["--enable-dcgm-log"]
     assert "socket activation is not supported" in said["--web-systemd-socket"]
+
+
+def test_flags_are_read_as_go_reads_them_one_dash_or_two() -> None:
+    # dcgm-exporter's flags go through Go's flag package: -debug is --debug (not -d ebug), --f is -f
+    env = {"NODE_NAME": "node-a"}
+    settings = parse_settings(["-debug", "-address", ":9500", "-collectors", "/x.csv", "-kubernetes=false"], env=env)
+    assert (settings.debug, settings.address, settings.collectors) == (True, ("", 9500), "/x.csv")
+    assert parse_settings(["--f", "/y.csv", "--a=:9600"], env=env).collectors == "/y.csv"
+    assert parse_settings(["--a=:9600"], env=env).address == ("", 9600)
+
+
+def test_slice_flags_given_twice_keep_both_values_and_an_empty_variable_is_one_not_set() -> None:
+    env = {"NODE_NAME": "node-a", "DCGM_EXPORTER_INTERVAL": "", "DCGM_EXPORTER_KUBERNETES": ""}
+    settings = parse_settings(["--nvidia-resource-names", "a", "--nvidia-resource-names", "b,c"], env=env)
+    assert settings.resource_names == ("a", "b", "c")
+    assert settings.interval == parse_settings([], env={"NODE_NAME": "node-a"}).interval  # urfave skips ""
+    allow = "--kubernetes-pod-label-allowlist-regex"
+    patterns = parse_settings([allow, "^app", allow, "^team"], env=env).pod_label_allowlist
+    assert [p.pattern for p in patterns] == ["^app", "^team"]

@@ -80,8 +80,29 @@ def test_missing_and_unreadable_files_are_clear_errors(tmp_path: Path) -> None:
         counters.load(str(tmp_path))  # a directory
     binary = tmp_path / "bin.csv"
     binary.write_bytes(b"\xff\xfe\x00garbage")
-    with pytest.raises(ConfigError, match="cannot be read"):
+    with pytest.raises(ConfigError, match=r"bin.csv:1: expected 'FIELD, type, help' but found 1 part"):
         counters.load(str(binary))
+
+
+def test_files_go_reads_are_read_the_same(tmp_path: Path) -> None:
+    # an editor's byte-order mark, a help text in Latin-1, a line separator inside a help text, DCGM 3.3's name
+    path = tmp_path / "counters.csv"
+    path.write_bytes(
+        b"\xef\xbb\xbf# Format\nDCGM_FI_DEV_SM_CLOCK, gauge, SM clock\r\n"
+        b"DCGM_FI_DEV_GPU_TEMP, gauge, Temp\xe9rature\n"
+        + "DCGM_FI_DEV_MEM_CLOCK, gauge, a\u2028b\x0cc\n".encode()
+        + b"DCGM_FI_DEV_CLOCKS_EVENT_REASONS, gauge, Current clock event reasons.\n"
+    )
+    parsed = counters.load(str(path))
+    assert parsed.warnings == ()
+    assert [(c.field, c.help) for c in parsed.counters] == [
+        ("DCGM_FI_DEV_SM_CLOCK", "SM clock"),
+        ("DCGM_FI_DEV_GPU_TEMP", "Temp\ufffdrature"),
+        ("DCGM_FI_DEV_MEM_CLOCK", "a\u2028b\x0cc"),
+        ("DCGM_FI_DEV_CLOCK_THROTTLE_REASONS", "Current clock event reasons."),
+    ]
+    # the bitmask is served under the name the file lists, as dcgm-exporter serves it
+    assert parsed.counters[-1].name == "DCGM_FI_DEV_CLOCKS_EVENT_REASONS"
 
 
 def test_the_built_in_file_enables_profiling_and_serves_only_known_fields() -> None:
