@@ -195,8 +195,9 @@ def test_no_socket_means_series_without_pod_labels_and_a_self_metric(
     assert len([r for r in caplog.records if "does not exist" in r.getMessage()]) == 1
 
 
-def test_shares_from_what_the_h200_recorded_for_two_processes(tmp_path: Path) -> None:
-    """Replays NVML's per-process samples of two GEMM processes at duty cycles 0.9 and 0.2 sharing the H200."""
+@pytest.fixture
+def h200_shared(tmp_path: Path) -> Iterator[Node]:
+    """The H200 recorded with two GEMM processes at duty cycles 0.9 and 0.2 sharing it, pods g and h, the map read."""
     clock = Clock()
     nvml = ReplayNvml.load("h200", "shared")
     node = build(tmp_path, nvml, clock)
@@ -206,6 +207,13 @@ def test_shares_from_what_the_h200_recorded_for_two_processes(tmp_path: Path) ->
     uuid = nvml.recorded("nvmlDeviceGetUUID", "gpu0")
     node.kubelet.pods = [gpu_pod("ml", "g", f"{uuid}::0"), gpu_pod("ml", "h", f"{uuid}::1")]
     node.watcher.refresh_once()
+    yield node
+    node.kubelet.stop()
+
+
+def test_shares_from_what_the_h200_recorded_for_two_processes(h200_shared: Node) -> None:
+    """Replays NVML's per-process samples of two GEMM processes at duty cycles 0.9 and 0.2 sharing the H200."""
+    node = h200_shared
     node.run(10)
     g = sample(node.collection, "DCGM_FI_DEV_GPU_UTIL", pod="g")
     h = sample(node.collection, "DCGM_FI_DEV_GPU_UTIL", pod="h")
@@ -217,21 +225,14 @@ def test_shares_from_what_the_h200_recorded_for_two_processes(tmp_path: Path) ->
     assert g > 2 * h > 0
     assert g + h == pytest.approx(device, abs=0.02)  # the device's interval mean, split: nothing lost or added
     assert sample(node.collection, "DCGM_FI_DEV_FB_USED", pod="g") == 1002  # 1050673152 bytes, as NVML said
-    node.kubelet.stop()
 
 
 def test_while_per_process_reads_fail_pods_keep_memory_and_get_no_utilization_share(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
+    h200_shared: Node, caplog: pytest.LogCaptureFixture
 ) -> None:
-    clock = Clock()
-    nvml = ReplayNvml.load("h200", "shared")
-    node = build(tmp_path, nvml, clock)
-    heavy, light = nvml.meta["shared_pids"]["heavy_duty_0.9"], nvml.meta["shared_pids"]["light_duty_0.2"]
-    node.procs.add(heavy, proc_tree.v2_systemd(UIDS["g"]))
-    node.procs.add(light, proc_tree.v2_cgroupfs(UIDS["h"]))
-    uuid = nvml.recorded("nvmlDeviceGetUUID", "gpu0")
-    node.kubelet.pods = [gpu_pod("ml", "g", f"{uuid}::0"), gpu_pod("ml", "h", f"{uuid}::1")]
-    node.watcher.refresh_once()
+    node = h200_shared
+    nvml = node.nvml
+    assert isinstance(nvml, ReplayNvml)
     # the first cycle makes the GPU shared, so nothing was sampled yet: no share, rather than a 0 for each pod
     node.collection.run_once()
     assert sample(node.collection, "DCGM_FI_DEV_GPU_UTIL", pod="g") is None
@@ -255,4 +256,3 @@ def test_while_per_process_reads_fail_pods_keep_memory_and_get_no_utilization_sh
     nvml.clear_faults()
     node.run(2)
     assert sample(node.collection, "DCGM_FI_DEV_GPU_UTIL", pod="g")
-    node.kubelet.stop()
