@@ -15,7 +15,7 @@ hands the collector a pod's service account (token and CA files, ``KUBERNETES_SE
 collector of another checkout (a ``git worktree`` of an older commit) under the same benchmark.
 
     python -m bench.collector_memory [--gpus 8] [--scrapes 2000] [--cycles 60] [--counters every|default]
-        [--pods 64] [--kube in-cluster|kubeconfig] [--tree PATH]
+        [--pods 64] [--kube in-cluster|kubeconfig] [--tree PATH] [--mappings N]
         [--case 'default' --case 'arenas=2:MALLOC_ARENA_MAX=2' --case 'k::-k --kubernetes-enable-pod-labels']
 
 USS is the memory that would be freed if the process ended (private pages); PSS adds its share of pages it maps with
@@ -190,6 +190,40 @@ def memory(pid: int) -> dict[str, float]:
     }
 
 
+def mappings(pid: int) -> dict[str, float]:
+    """MiB resident per mapping's name (a file's path, ``[heap]``, ``[stack]``, ``[anon]`` for unnamed memory)."""
+    out: dict[str, float] = {}
+    name = "[anon]"
+    for line in Path(f"/proc/{pid}/smaps").read_text().splitlines():
+        fields = line.split()
+        if fields and not fields[0].endswith(":"):  # a mapping's head: range perms offset dev inode [name]
+            name = fields[5] if len(fields) > 5 else "[anon]"
+        elif fields and fields[0] == "Rss:":
+            out[name] = out.get(name, 0.0) + int(fields[1]) * KIB / (1024 * 1024)
+    return out
+
+
+def static_tls(path: str) -> int | None:
+    """Bytes of the thread-local block a shared library (ELF64, little-endian) gives each thread; None when the
+    file is not one. Every thread started after the library loads gets a copy of it."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(64)
+            if head[:6] != b"\x7fELF\x02\x01":
+                return None
+            phoff = int.from_bytes(head[0x20:0x28], "little")
+            size, count = int.from_bytes(head[0x36:0x38], "little"), int.from_bytes(head[0x38:0x3A], "little")
+            f.seek(phoff)
+            table = f.read(size * count)
+    except OSError:
+        return None
+    for i in range(count):
+        header = table[i * size : (i + 1) * size]
+        if int.from_bytes(header[0:4], "little") == 7:  # PT_TLS
+            return int.from_bytes(header[0x28:0x30], "little")  # p_memsz
+    return 0
+
+
 def get(conn: http.client.HTTPConnection, accept: str = "") -> bytes:
     conn.request("GET", "/metrics", headers={"Accept": accept} if accept else {})
     resp = conn.getresponse()
@@ -223,6 +257,8 @@ class CaseResult(TypedDict):
     warm: dict[str, float]
     scraped: dict[str, float]
     later: dict[str, float]
+    threads: int  # at the later reading
+    mappings: dict[str, float]  # at the later reading
 
 
 def run_case(
@@ -272,7 +308,8 @@ def measure(
         wait_cycles(conn, cycles(get(conn)) + args.cycles, args.cycles * 3 + 60)
         later = memory(proc.pid)
         return {"case": name, "series": series, "pod_series": pod_series, "bytes": len(body), "warm": warm,
-                "scraped": scraped, "later": later}  # fmt: skip
+                "scraped": scraped, "later": later, "threads": len(os.listdir(f"/proc/{proc.pid}/task")),
+                "mappings": mappings(proc.pid)}  # fmt: skip
     finally:
         proc.terminate()
         proc.wait(timeout=10)
@@ -322,6 +359,14 @@ def main() -> None:
         help="how a -k collector finds the API: a pod's service account, or --kubeconfig",
     )
     parser.add_argument("--tree", default=str(ROOT), help="the checkout whose collector runs (default: this one)")
+    parser.add_argument(
+        "--mappings",
+        type=int,
+        default=0,
+        metavar="N",
+        help="also print each case's N largest mappings (RSS) at the "
+        "last reading, its threads, and the thread-local block each library gives a thread",
+    )
     args = parser.parse_args()
     cases = [parse_case(c) for c in (args.case or ["default"])]
     lscpu = subprocess.run(["lscpu"], capture_output=True, text=True, check=False).stdout.splitlines()
@@ -348,13 +393,28 @@ def main() -> None:
     print("|---|---|---|---|---|---|---|---|---|---|")
     with tempfile.TemporaryDirectory() as tmp:
         counters = COUNTERS[args.counters](Path(tmp))
+        results = []
         for name, env, flags in cases:
             r = run_case(name, env, flags, args, counters)
+            results.append(r)
             for when, m in (("warm", r["warm"]), ("scraped", r["scraped"]), ("later", r["later"])):
                 print(
                     f"| {r['case']} | {r['series']} | {r['pod_series']} | {r['bytes']} | {when} | {m['rss']:.1f} | "
                     f"{m['pss']:.1f} | {m['uss']:.1f} | {m['anon']:.1f} | {m['hwm']:.1f} |"
                 )
+    if args.mappings:
+        print_mappings(results, args.mappings)
+
+
+def print_mappings(results: list[CaseResult], top: int) -> None:
+    """Each case's largest mappings at its last reading, with the thread-local block of each library."""
+    print("\n| case | threads | mapping | RSS (MiB) | thread-local block (KiB) |\n|---|---|---|---|---|")
+    for r in results:
+        largest = sorted(r["mappings"].items(), key=lambda item: -item[1])[:top]
+        for path, mib in largest:
+            tls = static_tls(path) if path.startswith("/") else None
+            block = "" if tls is None else f"{tls / KIB:.1f}"
+            print(f"| {r['case']} | {r['threads']} | {path} | {mib:.2f} | {block} |")
 
 
 if __name__ == "__main__":

@@ -22,7 +22,7 @@ kill $COLLECTOR
 python3 -m bench.nvml_costs --repeat 50 --cycles 20 > "$OUT/nvml_costs.md" 2>&1
 python3 -m bench.collector_bench --simulate '' --real --default-file --requests 1000 --collect-seconds 20 > "$OUT/bench.md" 2>&1
 python3 -m bench.freshness --runs 5 --load-seconds 18 --tail 7 > "$OUT/freshness.md" 2>&1
-python3 -m bench.collector_memory --real --counters dcgm-exporter --scrapes 1000 --cycles 20 \
+python3 -m bench.collector_memory --real --counters dcgm-exporter --scrapes 1000 --cycles 20 --mappings 12 \
   --case 'no -k' --case 'in a pod, -k::-k --kubernetes-enable-pod-labels' > "$OUT/memory.md" 2>&1
 for period in 1.0 0.1; do python3 -m bench.h200_shared --period $period --seconds 36 >> "$OUT/shared.md" 2>&1; done
 cat "$OUT/validate.md" "$OUT/nvml_costs.md" "$OUT/bench.md" "$OUT/freshness.md" "$OUT/memory.md" "$OUT/shared.md"
