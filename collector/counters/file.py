@@ -14,7 +14,7 @@ import io
 from dataclasses import dataclass
 from pathlib import Path
 
-from collector.counters.legacy_names import LEGACY_FIELDS
+from collector.counters.legacy_names import FIELD_ALIASES
 from collector.errors import ConfigError
 from collector.nvml.fields import FIELDS, LABEL_FIELDS, MetricType, without_dcgm
 
@@ -54,11 +54,6 @@ class Counters:
         return frozenset(c.field for c in self.counters)
 
 
-# DCGM's current names for fields this collector serves under their older ones: the same field, served under the
-# name the file lists
-CURRENT_NAMES = {"DCGM_FI_DEV_CLOCKS_EVENT_REASONS": "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS"}  # DCGM 3.3 renamed it
-
-
 def parse(text: str, source: str) -> Counters:
     counters: list[Counter] = []
     labels: list[str] = []
@@ -85,7 +80,7 @@ def parse(text: str, source: str) -> Counters:
             raise ConfigError(
                 f"{source}:{lineno}: unknown type {record[1]!r} for {name}; expected one of {', '.join(sorted(_TYPES))}"
             )
-        field = LEGACY_FIELDS.get(name) or CURRENT_NAMES.get(name, name)
+        field = FIELD_ALIASES.get(name, name)
         if field in seen:  # as dcgm-exporter: one series per field, the first line that names it
             warnings.append(f"{source}:{lineno}: {name} is listed again; the first entry is used")
             continue

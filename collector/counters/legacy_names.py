@@ -2,7 +2,8 @@
 
 dcgm-exporter's ``etc/1.x-compatibility-metrics.csv`` lists fields under these lowercase names; its field table
 (go-dcgm) resolves each to the same field ID as the ``DCGM_FI_*`` name, and the series is served under the name the
-file gives. A counters file may use either spelling; this table is how the collector reads the old one.
+file gives. A counters file may use either spelling; this table is how the collector reads the old one. DCGM's
+newer names for fields the collector knows by an older one are read the same way.
 """
 
 from __future__ import annotations
@@ -50,6 +51,12 @@ LEGACY_FIELDS: dict[str, str] = {
     "dcgm_fi_prof_pcie_tx_bytes": "DCGM_FI_PROF_PCIE_TX_BYTES",
     "dcgm_fi_prof_pcie_rx_bytes": "DCGM_FI_PROF_PCIE_RX_BYTES",
 }
+
+# DCGM's newer names for fields this collector knows by an older one (DCGM 3.3 renamed this one), served likewise
+RENAMED_FIELDS: dict[str, str] = {"DCGM_FI_DEV_CLOCKS_EVENT_REASONS": "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS"}
+
+# every other name a counters file may give a field by → that field
+FIELD_ALIASES: dict[str, str] = {**LEGACY_FIELDS, **RENAMED_FIELDS}
 
 # -o/--use-old-namespace: dcgm-exporter 1.x's label names, applied to every GPU, MIG and pod series.
 OLD_NAMESPACE_LABELS: dict[str, str] = {
