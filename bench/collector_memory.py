@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import http.client
+import math
 import os
 import platform
 import re
@@ -173,13 +174,20 @@ def kubernetes(directory: Path, pods: int, uuids: list[str], how: str) -> Iterat
 
 
 def memory(pid: int) -> dict[str, float]:
-    """MiB figures from smaps_rollup (RSS, PSS, USS, anonymous) and the peak RSS from status."""
-    rollup = {}
-    for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines()[1:]:
-        key, value = line.split(":", 1)
-        rollup[key] = int(value.split()[0]) * KIB
+    """MiB figures from smaps_rollup (RSS, PSS, USS, anonymous) and the peak RSS from status; from smaps summed
+    where the kernel has no smaps_rollup (before 4.14, and gVisor's before 2023)."""
+    rollup: dict[str, int] = {}
+    rolled = Path(f"/proc/{pid}/smaps_rollup")
+    lines = (
+        rolled.read_text().splitlines()[1:] if rolled.exists() else Path(f"/proc/{pid}/smaps").read_text().splitlines()
+    )
+    for line in lines:
+        key, _, value = line.partition(":")
+        if value.strip().endswith(" kB"):
+            rollup[key] = rollup.get(key, 0) + int(value.split()[0]) * KIB
     status = Path(f"/proc/{pid}/status").read_text()
-    hwm = int(re.search(r"^VmHWM:\s+(\d+) kB", status, re.M).group(1)) * KIB  # type: ignore[union-attr]
+    peak = re.search(r"^VmHWM:\s+(\d+) kB", status, re.M)  # gVisor's before 2023 has none
+    hwm = int(peak.group(1)) * KIB if peak else math.nan
     mib = 1024 * 1024
     return {
         "rss": rollup["Rss"] / mib,
@@ -398,9 +406,10 @@ def main() -> None:
             r = run_case(name, env, flags, args, counters)
             results.append(r)
             for when, m in (("warm", r["warm"]), ("scraped", r["scraped"]), ("later", r["later"])):
+                peak = "n/a" if math.isnan(m["hwm"]) else f"{m['hwm']:.1f}"
                 print(
                     f"| {r['case']} | {r['series']} | {r['pod_series']} | {r['bytes']} | {when} | {m['rss']:.1f} | "
-                    f"{m['pss']:.1f} | {m['uss']:.1f} | {m['anon']:.1f} | {m['hwm']:.1f} |"
+                    f"{m['pss']:.1f} | {m['uss']:.1f} | {m['anon']:.1f} | {peak} |"
                 )
     if args.mappings:
         print_mappings(results, args.mappings)
