@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The collector on a real GPU: record the NVML trace the tests replay, validate every load kind against the
 # collector's /metrics, time each NVML call and each stage of a cycle, benchmark scrape latency and collection CPU,
-# measure freshness through Prometheus and the adapter, the collector's memory as deployed (-k in a pod), and split a
-# shared GPU by pod.
+# measure freshness through Prometheus and the adapter, the collector's memory as deployed (-k in a pod) and what a
+# thread costs there, and split a shared GPU by pod.
 # Writes results under ${OUT:-out}/.
 set -uo pipefail
 OUT=${OUT:-out}; mkdir -p "$OUT"
@@ -24,5 +24,6 @@ python3 -m bench.collector_bench --simulate '' --real --default-file --requests 
 python3 -m bench.freshness --runs 5 --load-seconds 18 --tail 7 > "$OUT/freshness.md" 2>&1
 python3 -m bench.collector_memory --real --counters dcgm-exporter --scrapes 1000 --cycles 20 --mappings 12 \
   --case 'no -k' --case 'in a pod, -k::-k --kubernetes-enable-pod-labels' > "$OUT/memory.md" 2>&1
+python3 -m bench.thread_cost >> "$OUT/memory.md" 2>&1  # what a thread's stack costs on this machine's kernel
 for period in 1.0 0.1; do python3 -m bench.h200_shared --period $period --seconds 36 >> "$OUT/shared.md" 2>&1; done
 cat "$OUT/validate.md" "$OUT/nvml_costs.md" "$OUT/bench.md" "$OUT/freshness.md" "$OUT/memory.md" "$OUT/shared.md"

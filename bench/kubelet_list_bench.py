@@ -7,8 +7,8 @@ containers and their CPU IDs, one GPU for each of the first ``gpus`` pods), then
 
 - ``wire reader``: ``kubelet_list.parse``;
 - ``protobuf library``: ``ListPodResourcesResponse.FromString`` and a walk of every field the collector reads;
-- ``whole refresh``: ``PodResourcesClient.fetch()`` against the stand-in kubelet over real gRPC on a unix socket
-  (the HTTP/2 call, the read, the assignments), CPU of the calling thread.
+- ``whole refresh``: ``PodResourcesClient.fetch()`` on an event loop, against the stand-in kubelet over real gRPC on
+  a unix socket (the HTTP/2 call, the read, the assignments), CPU of the calling thread.
 
     python -m bench.kubelet_list_bench [--pods 8,110,1000] [--repeat 300]
 """
@@ -16,6 +16,7 @@ containers and their CPU IDs, one GPU for each of the first ``gpus`` pods), then
 from __future__ import annotations
 
 import argparse
+import asyncio
 import platform
 import tempfile
 import time
@@ -78,19 +79,25 @@ def main() -> None:
     print("| " + " | ".join(header) + " |\n" + "|---" * len(header) + "|")
     with tempfile.TemporaryDirectory() as tmp:
         kubelet = PodResourcesServer(str(Path(tmp) / "kubelet.sock")).start()
+        loop = asyncio.new_event_loop()  # one loop for every refresh, as the collector's
         try:
             client = PodResourcesClient(kubelet.socket_path, timeout=10)
+
+            def fetch() -> int:
+                return len(loop.run_until_complete(client.fetch()))
+
             for pods in (int(p) for p in args.pods.split(",")):
                 kubelet.pods = node(pods)
                 answer = kubelet.answer().SerializeToString()
-                if len(kubelet_list.parse(answer)) != pods or len(client.fetch()) != min(pods, GPUS):
+                if len(kubelet_list.parse(answer)) != pods or fetch() != min(pods, GPUS):
                     raise SystemExit(f"{pods} pods were not read as built")
                 ours = cpu_ms(partial(kubelet_list.parse, answer), args.repeat)
                 library = cpu_ms(partial(by_library, answer), args.repeat)
-                refresh = cpu_ms(client.fetch, max(10, args.repeat // 3))
+                refresh = cpu_ms(fetch, max(10, args.repeat // 3))
                 row = [pods, len(answer), f"{ours:.3f}", f"{library:.3f}", f"{ours / library:.1f}x", f"{refresh:.3f}"]
                 print("| " + " | ".join(str(cell) for cell in row) + " |")
         finally:
+            loop.close()
             kubelet.stop()
 
 

@@ -97,7 +97,8 @@ def choose_nvml(settings: Settings) -> tuple[Nvml, bool]:
 
 @dataclass
 class Node:
-    """What runs in one collector process, started and stopped together."""
+    """What runs in one collector process: the threads (``start``, ``stop``) and what the event loop's tasks
+    (``background_work``) keep current."""
 
     collection: Collection
     watcher: PodResourcesWatcher | None = None
@@ -106,12 +107,12 @@ class Node:
     slices: KubeResourceSlices | None = None  # with --kubernetes-enable-dra
 
     def start(self) -> None:
-        for part in (self.watcher, self.sampler, self.collection):
+        for part in (self.sampler, self.collection):
             if part is not None:
                 part.start()
 
     def stop(self) -> None:
-        for part in (self.collection, self.sampler, self.watcher):
+        for part in (self.collection, self.sampler):
             if part is not None:
                 part.stop()
 
@@ -168,7 +169,7 @@ def build_node(
     )
     watcher = PodResourcesWatcher(
         client, refresh=settings.pod_resources_refresh,
-        source=sources.add("pod-resources", bound(settings.pod_resources_refresh)), supervised=background,
+        source=sources.add("pod-resources", bound(settings.pod_resources_refresh)),
     )  # fmt: skip
     sampler = ProcessSampler(reader, window=settings.shared_window, supervised=background)
     labels = PodLabelFilter(settings.pod_label_allowlist) if settings.pod_labels else None
@@ -286,11 +287,14 @@ def counters_source(
 def background_work(
     settings: Settings, node: Node, counters: CountersSource, nvml: Nvml
 ) -> tuple[list[Work], Served | None]:
-    """The tasks on the event loop: the pod and ResourceSlice watches (-k), and those of -m,
+    """The tasks on the event loop: the kubelet's pod-resources refresh, the pod and ResourceSlice watches (-k), and
+    those of -m,
     --enable-gpu-bind-unbind-watch and --dump-enabled; and what hears of every answer sent (the dumps, to dump what
     a scrape was served)."""
     tasks: list[Work] = []
     served = None
+    if node.watcher is not None:
+        tasks.append(Work("pod-resources", node.watcher.run, node.watcher.source))
     if node.directory is not None:
         tasks.append(Work("pod-directory", node.directory.run, node.directory.source))
     if node.slices is not None:

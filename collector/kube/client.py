@@ -30,6 +30,7 @@ import logging
 import ssl
 from collections.abc import AsyncIterator, Mapping
 from types import TracebackType
+from typing import cast
 from urllib.parse import urlencode, urlsplit
 
 import h11
@@ -69,9 +70,12 @@ class _Connection:
 
     @classmethod
     async def open(cls, host: str, port: int, tls: ssl.SSLContext | None, server_hostname: str | None) -> _Connection:
-        reader, writer = await asyncio.open_connection(
-            host, port, ssl=tls, server_hostname=server_hostname if tls is not None else None
-        )
+        name: str | bytes | None = server_hostname if tls is not None else None
+        if isinstance(name, str) and name.isascii():
+            # ssl encodes a str name with the IDNA codec, whose import loads unicodedata (1 MiB resident under
+            # gVisor) for a name that is ASCII anyway; ssl takes an ASCII name as bytes as it is
+            name = name.encode("ascii")
+        reader, writer = await asyncio.open_connection(host, port, ssl=tls, server_hostname=cast(str | None, name))
         return cls(reader, writer)
 
     async def exchange(self, request: h11.Request, read_timeout: float | None) -> h11.Response:

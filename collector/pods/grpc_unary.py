@@ -7,7 +7,8 @@ behind a five-byte prefix (a compression flag, the length), answered by the resp
 then trailers holding ``grpc-status`` and ``grpc-message`` (or those in the headers alone, "trailers-only", when the
 call fails at once). The framing and HPACK come from ``h2`` (pure Python, 1.3 MB). Each call opens a connection of
 its own: the kubelet may restart and make a new socket at any time, and a connection on a unix socket costs
-microseconds.
+microseconds. The call runs on the event loop, beside the pod and ResourceSlice watches, not on a thread of its own:
+under gVisor a thread's stack alone is 2 MB resident (docs/collector-bench.md).
 
 Failures are reported as gRPC's own status names, as the library reports them: the server's ``grpc-status``; a reset
 stream or an HTTP status other than 200 mapped as gRPC maps them (PROTOCOL-HTTP2.md, http-grpc-status-mapping.md);
@@ -18,8 +19,7 @@ timeout, however the server spaces what it sends. Server push is turned off, and
 
 from __future__ import annotations
 
-import socket
-import time
+import asyncio
 import urllib.parse
 
 import h2.config
@@ -54,29 +54,31 @@ class GrpcError(Exception):
         self.detail = detail
 
 
-def call(socket_path: str, method: str, request: bytes, timeout: float) -> bytes:
-    """The response message of the unary ``method`` (``/package.Service/Method``) on the server at ``socket_path``;
-    ``GrpcError`` when the call fails."""
-    deadline = time.monotonic() + timeout
+async def call(socket_path: str, method: str, request: bytes, within: float) -> bytes:
+    """The response message of the unary ``method`` (``/package.Service/Method``) on the server at ``socket_path``,
+    the whole call ``within`` seconds; ``GrpcError`` when the call fails."""
     try:
-        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
-            sock.settimeout(timeout)
-            sock.connect(socket_path)
-            return _exchange(sock, method, request, deadline)
+        async with asyncio.timeout(within):  # the whole call, however the server spaces what it sends
+            reader, writer = await asyncio.open_unix_connection(socket_path)
+            try:
+                return await _exchange(reader, writer, method, request, max(1, int(within * 1000)))
+            finally:
+                writer.close()
     except TimeoutError:
-        raise GrpcError("DEADLINE_EXCEEDED", f"no answer within {timeout:g}s") from None
+        raise GrpcError("DEADLINE_EXCEEDED", f"no answer within {within:g}s") from None
     except OSError as e:
         raise GrpcError("UNAVAILABLE", f"{socket_path}: {e.strerror or e}") from None
     except h2.exceptions.ProtocolError as e:
         raise GrpcError("UNAVAILABLE", f"the peer does not speak HTTP/2: {e}") from None
 
 
-def _exchange(sock: socket.socket, method: str, request: bytes, deadline: float) -> bytes:
+async def _exchange(
+    reader: asyncio.StreamReader, writer: asyncio.StreamWriter, method: str, request: bytes, deadline_ms: int
+) -> bytes:
     conn = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True, header_encoding=None))
     conn.local_settings = h2.settings.Settings(client=True, initial_values={h2.settings.SettingCodes.ENABLE_PUSH: 0})
     conn.initiate_connection()
     stream = conn.get_next_available_stream_id()
-    timeout_ms = max(1, int((deadline - time.monotonic()) * 1000))
     conn.send_headers(
         stream,
         [
@@ -86,19 +88,16 @@ def _exchange(sock: socket.socket, method: str, request: bytes, deadline: float)
             (":authority", "localhost"),
             ("content-type", "application/grpc"),
             ("te", "trailers"),
-            ("grpc-timeout", f"{timeout_ms}m"),
+            ("grpc-timeout", f"{deadline_ms}m"),  # the server may give up when the caller will
         ],
     )
     conn.send_data(stream, b"\x00" + len(request).to_bytes(4, "big") + request, end_stream=True)
-    sock.sendall(conn.data_to_send())
+    writer.write(conn.data_to_send())
+    await writer.drain()
     body = bytearray()
     metadata: dict[str, str] = {}
     while True:
-        left = deadline - time.monotonic()
-        if left <= 0:  # checked each time round, not only by recv: a server sending a frame now and then
-            raise TimeoutError
-        sock.settimeout(left)
-        data = sock.recv(65536)
+        data = await reader.read(65536)
         if not data:
             raise GrpcError("UNAVAILABLE", "the connection closed before the call ended")
         try:
@@ -127,7 +126,8 @@ def _exchange(sock: socket.socket, method: str, request: bytes, deadline: float)
                 return _message(metadata, bytes(body))
         pending = conn.data_to_send()
         if pending:
-            sock.sendall(pending)
+            writer.write(pending)
+            await writer.drain()
 
 
 def _text(value: bytes | str) -> str:

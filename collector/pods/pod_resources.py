@@ -1,16 +1,17 @@
-"""Which container holds which GPU, from the kubelet's pod-resources gRPC API, refreshed on a thread of its own.
+"""Which container holds which GPU, from the kubelet's pod-resources gRPC API, refreshed on the event loop.
 
 dcgm-exporter calls the kubelet inside every scrape; here ``PodResourcesWatcher`` refreshes in the background with a
-bounded timeout per call, and the collection cycle only reads the last ``PodMap``. A map older than ``max_age``
-(the kubelet stopped answering) is dropped rather than served, so no series keeps a pod that may have ended.
+bounded timeout per call, and the collection cycle (on its own thread) only reads the last ``PodMap``. A map older
+than ``max_age`` (the kubelet stopped answering) is dropped rather than served, so no series keeps a pod that may have
+ended.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import stat
-import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
@@ -24,7 +25,6 @@ from collector.pods.protowire import WireError
 from collector.pods.resource_slices import GPU_DRIVER, DraDevice
 from common.freshness import Freshness
 from common.log_limit import LogLimit, left_out
-from common.supervisor import Guard, Supervised
 
 log = logging.getLogger(__name__)
 
@@ -87,10 +87,10 @@ class PodResourcesClient:
     def is_gpu_resource(self, name: str) -> bool:
         return name in GPU_RESOURCES or name.startswith(MIG_PREFIX) or name in self._extra
 
-    def fetch(self) -> list[Assignment]:
+    async def fetch(self) -> list[Assignment]:
         self._check_socket()
         try:
-            answer = grpc_unary.call(self.socket_path, LIST, kubelet_list.REQUEST, self._timeout)
+            answer = await grpc_unary.call(self.socket_path, LIST, kubelet_list.REQUEST, self._timeout)
             pods = kubelet_list.parse(answer)
         except grpc_unary.GrpcError as e:
             raise PodResourcesError(e.code, f"List on {self.socket_path} failed: {e}") from e
@@ -169,7 +169,8 @@ class PodResourcesClient:
 
 
 class PodResourcesWatcher:
-    """Refreshes the pod map every ``refresh`` seconds on its own thread; ``current`` never blocks."""
+    """Refreshes the pod map every ``refresh`` seconds (``run``, a task on the event loop); ``current`` never blocks
+    and may be read from any thread."""
 
     def __init__(
         self,
@@ -178,13 +179,10 @@ class PodResourcesWatcher:
         max_age: float = 10.0,
         clock: Callable[[], float] = time.monotonic,
         source: Freshness | None = None,
-        supervised: Supervised | None = None,
     ) -> None:
-        """``source`` hears of each refresh that worked and each failure (``/health`` fails past its bound);
-        ``supervised`` counts the refreshes that raised what nobody expected (the thread goes on)."""
+        """``source`` hears of each refresh that worked and each failure (``/health`` fails past its bound)."""
         self._client = client
-        self._source = source
-        self._guard = Guard("pod-resources", supervised)
+        self.source = source
         self._refresh = refresh
         self.max_age = max_age
         self._clock = clock
@@ -192,8 +190,6 @@ class PodResourcesWatcher:
         self.errors: Counter[str] = Counter()
         self._failing = False
         self._log_limit = LogLimit(60.0, clock)
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
 
     @property
     def current(self) -> PodMap:
@@ -211,14 +207,14 @@ class PodResourcesWatcher:
         refreshed = self._map.refreshed_at
         return None if refreshed is None else self._clock() - refreshed
 
-    def refresh_once(self) -> None:
+    async def refresh_once(self) -> None:
         try:
-            assignments = self._client.fetch()
+            assignments = await self._client.fetch()
         except PodResourcesError as e:
             self.errors[e.kind] += 1
             self._failing = True
-            if self._source is not None:
-                self._source.failed(str(e))
+            if self.source is not None:
+                self.source.failed(str(e))
             held = self._log_limit.allow(e.kind)
             if held is not None:
                 log.warning(
@@ -228,29 +224,21 @@ class PodResourcesWatcher:
                 )
             return
         except Exception as e:
-            # what nobody expected (an answer the code cannot take): the thread's guard logs it and goes on, and
-            # the source fails like any other failure, so /health says so once the map is too old
-            if self._source is not None:
-                self._source.failed(f"List's answer could not be used ({type(e).__name__}: {e})")
+            # what nobody expected (an answer the code cannot take): the task's supervisor logs it and starts it
+            # again, and the source fails with what was wrong, so /health says so once the map is too old
+            if self.source is not None:
+                self.source.failed(f"List's answer could not be used ({type(e).__name__}: {e})")
             raise
         if self._failing:
             log.info("pod-resources answers again on %s", self._client.socket_path)
             self._failing = False
             self._log_limit.clear()
         self._map = PodMap(tuple(assignments), self._clock())
-        if self._source is not None:
-            self._source.succeeded()
+        if self.source is not None:
+            self.source.succeeded()
 
-    def start(self) -> None:
-        self._thread = threading.Thread(target=self._run, name="pod-resources", daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            self._guard.step(self.refresh_once)
-            self._stop.wait(self._refresh)
-
-    def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
+    async def run(self) -> None:
+        """Refresh until cancelled; what nobody expected ends it, for ``common/supervisor.py`` to start it again."""
+        while True:
+            await self.refresh_once()
+            await asyncio.sleep(self._refresh)

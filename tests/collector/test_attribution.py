@@ -1,5 +1,7 @@
 """Pods attached to GPU series on one node that mixes an exclusive GPU, a shared GPU and a MIG GPU."""
 
+import asyncio
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -49,7 +51,7 @@ class Node:
             self.sampler.poll_once()
             if step % 5 == 4:
                 if self.kubelet.held.is_set():  # while the kubelet hangs, nothing can refresh the map
-                    self.watcher.refresh_once()
+                    asyncio.run(self.watcher.refresh_once())
                 self.collection.run_once()
 
 
@@ -90,7 +92,7 @@ def mixed(tmp_path: Path) -> Iterator[Node]:
     node.procs.add(501, proc_tree.v2_systemd(UIDS["b"]))
     node.procs.add(502, proc_tree.v1(UIDS["c"]))
     # pid 503 runs on the GPU but has already exited when its cgroup is read: it is skipped
-    node.watcher.refresh_once()
+    asyncio.run(node.watcher.refresh_once())
     yield node
     node.kubelet.stop()
 
@@ -138,7 +140,7 @@ def test_an_ended_pod_loses_its_series_within_one_refresh(mixed: Node) -> None:
     mixed.run(2)
     assert sample(mixed.collection, "DCGM_FI_DEV_GPU_UTIL", pod="a") is not None
     mixed.kubelet.pods = [p for p in mixed.kubelet.pods if p.name not in ("a", "e")]
-    mixed.watcher.refresh_once()
+    asyncio.run(mixed.watcher.refresh_once())
     mixed.collection.run_once()
     assert sample(mixed.collection, "DCGM_FI_DEV_GPU_UTIL", pod="a") is None
     assert sample(mixed.collection, "DCGM_FI_DEV_FB_USED", pod="e") is None
@@ -146,8 +148,13 @@ def test_an_ended_pod_loses_its_series_within_one_refresh(mixed: Node) -> None:
 
 
 def test_a_hung_kubelet_does_not_delay_collection(mixed: Node) -> None:
+    """The watcher refreshes on an event loop (the collector's main thread), the cycles run on a thread of their
+    own: here the loop runs on a thread and the cycles on the test's."""
     mixed.kubelet.hold()
-    mixed.watcher.start()
+    loop = asyncio.new_event_loop()
+    refreshing = loop.create_task(mixed.watcher.run())
+    thread = threading.Thread(target=loop.run_until_complete, args=(asyncio.wait([refreshing]),))
+    thread.start()
     try:
         mixed.run(2)  # cycles complete while the watcher's List is blocked inside the kubelet
         assert mixed.kubelet.calls >= 1
@@ -155,7 +162,9 @@ def test_a_hung_kubelet_does_not_delay_collection(mixed: Node) -> None:
         assert sample(mixed.collection, "DCGM_FI_DEV_GPU_UTIL", pod="a") is not None  # the last map is served
     finally:
         mixed.kubelet.release()
-        mixed.watcher.stop()
+        loop.call_soon_threadsafe(refreshing.cancel)
+        thread.join(10)
+        loop.close()
 
 
 def test_without_a_synced_pod_directory_shares_are_left_out_not_zero(tmp_path: Path) -> None:
@@ -164,7 +173,7 @@ def test_without_a_synced_pod_directory_shares_are_left_out_not_zero(tmp_path: P
     node = build(tmp_path, nvml, clock, synced=False)
     uuid = nvml.nvmlDeviceGetUUID(nvml.nvmlDeviceGetHandleByIndex(0))
     node.kubelet.pods = [gpu_pod("ml", "b", f"{uuid}::0"), gpu_pod("ml", "c", f"{uuid}::1")]
-    node.watcher.refresh_once()
+    asyncio.run(node.watcher.refresh_once())
     node.run(2)
     assert sample(node.collection, "DCGM_FI_DEV_GPU_UTIL", pod="b") is None
     assert sample(node.collection, "gpuscale_collector_shared_gpu_unattributed_total") == 2
@@ -181,7 +190,7 @@ def test_no_socket_means_series_without_pod_labels_and_a_self_metric(
     attribution = Attribution(reader, watcher, None, CgroupReader(str(tmp_path)), None)
     collection = Collection(reader, None, attribution=attribution, clock=clock)
     for _ in range(3):
-        watcher.refresh_once()
+        asyncio.run(watcher.refresh_once())
         collection.run_once()
     assert sample(collection, "DCGM_FI_DEV_GPU_UTIL", gpu="0") is not None
     assert all(
@@ -206,7 +215,7 @@ def h200_shared(tmp_path: Path) -> Iterator[Node]:
     node.procs.add(light, proc_tree.v2_cgroupfs(UIDS["h"]))
     uuid = nvml.recorded("nvmlDeviceGetUUID", "gpu0")
     node.kubelet.pods = [gpu_pod("ml", "g", f"{uuid}::0"), gpu_pod("ml", "h", f"{uuid}::1")]
-    node.watcher.refresh_once()
+    asyncio.run(node.watcher.refresh_once())
     yield node
     node.kubelet.stop()
 

@@ -109,7 +109,11 @@ def test_every_background_task_is_supervised_and_reports_its_source(tmp_path: Pa
     assert served is not None  # --dump-enabled hears of every answer
     work = {w.name: w for w in works}
     assert sorted(work) == ["counters-configmap", "debug-dumps", "dra-resource-slices", "gpu-bind-watch",
-                            "pod-directory"]  # fmt: skip
+                            "pod-directory", "pod-resources"]  # fmt: skip
+    assert node.watcher is not None
+    assert work["pod-resources"].source is node.watcher.source
+    assert node.watcher.source is not None
+    assert node.watcher.source.name == "pod-resources"
     assert work["pod-directory"].source is not None
     assert work["pod-directory"].source.name == "pod-directory"
     assert node.slices is not None

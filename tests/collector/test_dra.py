@@ -110,14 +110,14 @@ def test_dra_claims_become_assignments_with_the_claim_as_labels(
 ) -> None:
     client = PodResourcesClient(kubelet.socket_path, dra=Slices())
     with caplog.at_level(logging.WARNING):
-        got = {(a.owner.pod, a.device) for a in client.fetch()}
-        client.fetch()
+        got = {(a.owner.pod, a.device) for a in asyncio.run(client.fetch())}
+        asyncio.run(client.fetch())
     assert got == {
         ("plugin", DeviceRef(gpu_uuid=GPU1)),
         ("dra", DeviceRef(gpu_uuid=GPU0)),
         ("mig", DeviceRef(mig_uuid=MIG)),
     }
-    dra = next(a for a in client.fetch() if a.owner.pod == "dra")
+    dra = next(a for a in asyncio.run(client.fetch()) if a.owner.pod == "dra")
     assert dra.owner == Owner("ml", "dra", "main", (
         ("dra_claim_name", "gpu-claim"), ("dra_claim_namespace", "ml"), ("dra_driver_name", "gpu.nvidia.com"),
         ("dra_pool_name", "node-a"), ("dra_device_name", "gpu-0"),
@@ -129,7 +129,7 @@ def test_dra_claims_become_assignments_with_the_claim_as_labels(
 
 def test_without_the_flag_dynamic_resources_are_ignored(kubelet: PodResourcesServer) -> None:
     client = PodResourcesClient(kubelet.socket_path)
-    assert {a.owner.pod for a in client.fetch()} == {"plugin"}
+    assert {a.owner.pod for a in asyncio.run(client.fetch())} == {"plugin"}
 
 
 def test_nothing_is_reported_unknown_before_the_slices_are_listed(
@@ -139,7 +139,7 @@ def test_nothing_is_reported_unknown_before_the_slices_are_listed(
     slices.devices = {}
     client = PodResourcesClient(kubelet.socket_path, dra=slices)
     with caplog.at_level(logging.WARNING):
-        assert {a.owner.pod for a in client.fetch()} == {"plugin"}
+        assert {a.owner.pod for a in asyncio.run(client.fetch())} == {"plugin"}
     assert not [r for r in caplog.records if "ResourceSlice" in r.getMessage()]
 
 

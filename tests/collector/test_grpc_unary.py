@@ -5,6 +5,7 @@ for the same frames (PROTOCOL-HTTP2.md; grpc/doc/http-grpc-status-mapping.md).""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import multiprocessing
 import socket
@@ -131,7 +132,7 @@ def answer(sock: socket.socket, conn: h2.connection.H2Connection, stream: int) -
 
 
 def call(server: ScriptedServer, timeout: float = 2.0) -> bytes:
-    return grpc_unary.call(server.path, LIST, b"", timeout)
+    return asyncio.run(grpc_unary.call(server.path, LIST, b"", timeout))
 
 
 def test_an_answer_and_the_client_turns_server_push_off(scripted: Callable[..., ScriptedServer]) -> None:

@@ -3,7 +3,8 @@
 protobuf (~3.2 MiB), the Kubernetes client library (~39 MiB), aiohttp (~16 MiB) and prometheus_client (~1 MiB) are
 never imported: the kubelet's List is one HTTP/2 call (collector/pods/grpc_unary.py) whose answer is read from the
 wire (collector/pods/kubelet_list.py), the collector's own client reads the API (YAML only for a kubeconfig, never in
-a pod), its own server on h11 answers (collector/web/) and it renders its own pages."""
+a pod), its own server on h11 answers (collector/web/) and it renders its own pages. Nor is unicodedata (1 MiB
+resident under gVisor), which ssl's IDNA codec would load to encode the API server's name, ASCII as it is."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ from harness.kube.threaded import ThreadedApiServer
 
 ROOT = Path(__file__).resolve().parents[2]
 HEAVY = {"grpc", "google", "h2", "kubernetes_asyncio", "cryptography", "bcrypt", "yaml", "re2", "prometheus_client",
-         "aiohttp", "multidict", "yarl", "email", "zipfile", "statistics"}  # fmt: skip
+         "aiohttp", "multidict", "yarl", "email", "zipfile", "statistics", "unicodedata", "stringprep"}  # fmt: skip
 
 _BUILD = """
 import json, sys

@@ -132,8 +132,9 @@ async def test_a_client_certificate_authenticates_as_its_common_name(
 
 @pytest.mark.parametrize(
     ("cluster", "works"),
-    [({"tls-server-name": "kubernetes.default.svc"}, True), ({}, False), ({"insecure-skip-tls-verify": True}, True)],
-)
+    [({"tls-server-name": "kubernetes.default.svc"}, True), ({"tls-server-name": "Kubernetes.Default.Svc"}, True),
+     ({"tls-server-name": "kubernetes.example.com"}, False), ({}, False), ({"insecure-skip-tls-verify": True}, True)],
+)  # fmt: skip
 async def test_the_server_is_checked_under_the_name_the_kubeconfig_says(
     tmp_path: Path, cluster: dict[str, Any], works: bool
 ) -> None:

@@ -7,6 +7,7 @@ the encoding's specification, so that nothing of the reader is borrowed to check
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 from concurrent import futures
 from contextlib import suppress
@@ -228,10 +229,10 @@ def test_a_kubelet_answer_that_is_not_a_message_is_data_loss_naming_where(raw_ku
     pod = length_delimited(1, b"trainer") + length_delimited(2, b"ml")
     container = length_delimited(1, b"main") + length_delimited(2, devices)
     answers.append(length_delimited(1, pod + length_delimited(3, container)))
-    [assignment] = PodResourcesClient(socket_path).fetch()
+    [assignment] = asyncio.run(PodResourcesClient(socket_path).fetch())
     assert (assignment.owner.namespace, assignment.owner.pod, assignment.owner.container) == ("ml", "trainer", "main")
     answers.append(length_delimited(1, pod + length_delimited(3, length_delimited(2, devices[:-3]))))
     with pytest.raises(PodResourcesError) as info:
-        PodResourcesClient(socket_path).fetch()
+        asyncio.run(PodResourcesClient(socket_path).fetch())
     assert info.value.kind == "DATA_LOSS"
     assert "not a ListPodResourcesResponse: pod_resources[0].containers[0].devices[0]: field 2 needs" in str(info.value)

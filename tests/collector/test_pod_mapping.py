@@ -1,5 +1,6 @@
 """Device IDs, cgroup paths and the kubelet's pod-resources API over a real gRPC unix socket."""
 
+import asyncio
 import os
 import socket
 import threading
@@ -91,7 +92,7 @@ def test_list_turns_pods_into_gpu_assignments(kubelet: PodResourcesServer, caplo
         FakePod("web", "nginx", {"nginx": [("cpu-only.example.com/x", ["a"])]}),
     ]
     client = PodResourcesClient(kubelet.socket_path, resource_names=["example.com/h200"])
-    got = {(a.owner.pod, a.device_id) for a in client.fetch()}
+    got = {(a.owner.pod, a.device_id) for a in asyncio.run(client.fetch())}
     assert got == {
         ("trainer-0", UUID),
         ("shared-a", f"{UUID}::0"),
@@ -99,7 +100,7 @@ def test_list_turns_pods_into_gpu_assignments(kubelet: PodResourcesServer, caplo
         ("custom", "nvidia1"),
         ("weird", "nvidia2"),
     }
-    client.fetch()
+    asyncio.run(client.fetch())
     unknown = [r for r in caplog.records if "'???'" in r.getMessage()]
     assert len(unknown) == 1  # logged once, however often it is listed
     assert "pod ml/weird" in unknown[0].getMessage()
@@ -107,12 +108,12 @@ def test_list_turns_pods_into_gpu_assignments(kubelet: PodResourcesServer, caplo
 
 def test_a_missing_socket_and_a_file_that_is_not_one(tmp_path: Path) -> None:
     with pytest.raises(PodResourcesError) as info:
-        PodResourcesClient(str(tmp_path / "none.sock")).fetch()
+        asyncio.run(PodResourcesClient(str(tmp_path / "none.sock")).fetch())
     assert info.value.kind == "NoSocket"
     regular = tmp_path / "file.sock"
     regular.write_text("not a socket")
     with pytest.raises(PodResourcesError) as info:
-        PodResourcesClient(str(regular)).fetch()
+        asyncio.run(PodResourcesClient(str(regular)).fetch())
     assert info.value.kind == "NotASocket"
 
 
@@ -134,7 +135,7 @@ def test_garbage_from_the_socket_is_an_error_not_a_crash(tmp_path: Path) -> None
     threading.Thread(target=serve, daemon=True).start()
     client = PodResourcesClient(path, timeout=2.0)
     with pytest.raises(PodResourcesError) as info:
-        client.fetch()
+        asyncio.run(client.fetch())
     assert info.value.kind in {"UNAVAILABLE", "INTERNAL", "UNKNOWN"}
     listener.close()
 
@@ -143,7 +144,7 @@ def test_a_large_node_answer_comes_through_http2_flow_control(kubelet: PodResour
     # several megabytes: far past HTTP/2's default 64 KiB window, so the answer needs the windows the client opens
     kubelet.pods = [gpu_pod("ml", f"pod-{i:05d}-{'x' * 200}", f"GPU-{i:08d}-0000-0000-0000-000000000000")
                     for i in range(20_000)]  # fmt: skip
-    owners = {a.owner.pod for a in PodResourcesClient(kubelet.socket_path, timeout=10).fetch()}
+    owners = {a.owner.pod for a in asyncio.run(PodResourcesClient(kubelet.socket_path, timeout=10).fetch())}
     assert len(owners) == 20_000
     assert f"pod-19999-{'x' * 200}" in owners
 
@@ -151,7 +152,7 @@ def test_a_large_node_answer_comes_through_http2_flow_control(kubelet: PodResour
 def test_the_servers_status_and_message_are_the_error(kubelet: PodResourcesServer) -> None:
     kubelet.fail_with = grpc.StatusCode.PERMISSION_DENIED
     with pytest.raises(PodResourcesError) as info:
-        PodResourcesClient(kubelet.socket_path).fetch()
+        asyncio.run(PodResourcesClient(kubelet.socket_path).fetch())
     assert info.value.kind == "PERMISSION_DENIED"
     assert "scripted failure" in str(info.value)
 
@@ -160,7 +161,7 @@ def test_a_hung_kubelet_costs_one_timeout(kubelet: PodResourcesServer) -> None:
     kubelet.hold()
     client = PodResourcesClient(kubelet.socket_path, timeout=0.3)
     with pytest.raises(PodResourcesError) as info:
-        client.fetch()
+        asyncio.run(client.fetch())
     assert info.value.kind == "DEADLINE_EXCEEDED"
     kubelet.release()
 
@@ -171,13 +172,13 @@ def test_watcher_keeps_the_last_map_and_counts_errors(
     now = [100.0]
     kubelet.pods = [gpu_pod("ml", "a", UUID)]
     watcher = PodResourcesWatcher(PodResourcesClient(kubelet.socket_path), max_age=10, clock=lambda: now[0])
-    watcher.refresh_once()
+    asyncio.run(watcher.refresh_once())
     assert [a.owner for a in watcher.current.assignments] == [Owner("ml", "a", "main")]
     assert watcher.fresh
     kubelet.fail_with = grpc.StatusCode.UNAVAILABLE
     for _ in range(3):
         now[0] += 3
-        watcher.refresh_once()
+        asyncio.run(watcher.refresh_once())
     assert watcher.errors["UNAVAILABLE"] == 3
     assert len([r for r in caplog.records if "UNAVAILABLE" in r.getMessage()]) == 1
     assert [a.owner.pod for a in watcher.current.assignments] == ["a"]  # 9 s old: still served
@@ -186,7 +187,7 @@ def test_watcher_keeps_the_last_map_and_counts_errors(
     assert not watcher.fresh
     kubelet.fail_with = None
     kubelet.pods = []
-    watcher.refresh_once()
+    asyncio.run(watcher.refresh_once())
     assert watcher.fresh
     assert watcher.current.assignments == ()
 
@@ -212,7 +213,7 @@ def test_varying_garbage_from_the_socket_is_logged_once_per_kind_per_minute(
     now = [0.0]
     watcher = PodResourcesWatcher(PodResourcesClient(path, timeout=2.0), clock=lambda: now[0])
     for _ in range(30):  # 150 s of refreshes, every 5 s
-        watcher.refresh_once()
+        asyncio.run(watcher.refresh_once())
         now[0] += 5
     lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("pod-resources:")]
     kinds = set(watcher.errors)
@@ -233,7 +234,7 @@ def test_an_answer_the_code_cannot_take_fails_the_source_and_is_not_swallowed(ku
     source = Freshness("pod-resources", bound=5.0, clock=lambda: now[0])
     watcher = PodResourcesWatcher(Broken(kubelet.socket_path), clock=lambda: now[0], source=source)
     with pytest.raises(ValueError, match="nobody planned"):  # left to the thread's guard, which logs it and goes on
-        watcher.refresh_once()
+        asyncio.run(watcher.refresh_once())
     now[0] += 6
     problem = source.problem()
     assert problem is not None

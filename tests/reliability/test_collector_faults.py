@@ -2,6 +2,7 @@
 socket vanishing and coming back, processes exiting mid-read. /metrics keeps answering with a valid page, and no
 counter ever goes backwards."""
 
+import asyncio
 import random
 from pathlib import Path
 
@@ -86,7 +87,7 @@ def test_random_faults_never_break_a_scrape_nor_turn_a_counter_back(tmp_path: Pa
                 kubelet.pods = pods
             for _ in range(5):
                 sampler.poll_once()
-            watcher.refresh_once()
+            asyncio.run(watcher.refresh_once())
             collection.run_once()
 
             text = collection.latest.text().decode()
