@@ -288,9 +288,8 @@ def background_work(
     settings: Settings, node: Node, counters: CountersSource, nvml: Nvml
 ) -> tuple[list[Work], Served | None]:
     """The tasks on the event loop: the kubelet's pod-resources refresh, the pod and ResourceSlice watches (-k), and
-    those of -m,
-    --enable-gpu-bind-unbind-watch and --dump-enabled; and what hears of every answer sent (the dumps, to dump what
-    a scrape was served)."""
+    those of -m, --enable-gpu-bind-unbind-watch and --dump-enabled; and what hears of every answer sent (the dumps,
+    to dump what a scrape was served)."""
     tasks: list[Work] = []
     served = None
     if node.watcher is not None:
