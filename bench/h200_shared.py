@@ -8,6 +8,7 @@ sampler) against real NVML; only the kubelet and the pod directory are stand-ins
 from __future__ import annotations
 
 import argparse
+import asyncio
 import statistics
 import subprocess
 import sys
@@ -28,7 +29,7 @@ from harness.node.pod_directory import StaticPodDirectory
 HEAVY_UID, LIGHT_UID = "00000000-0000-4000-8000-00000000aaaa", "00000000-0000-4000-8000-00000000bbbb"
 
 
-def main() -> None:
+async def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--period", type=float, default=1.0)
     parser.add_argument("--seconds", type=float, default=40.0)
@@ -74,14 +75,16 @@ def main() -> None:
             time.sleep(0.2)
 
     while pynvml.nvmlDeviceGetUtilizationRates(handle).gpu < 50:
-        time.sleep(0.2)
-    time.sleep(2)
+        await asyncio.sleep(0.2)
+    await asyncio.sleep(2)
+    assert node.watcher is not None  # -k
     node.start()
+    refreshing = asyncio.create_task(node.watcher.run())  # on the event loop, as in the collector
     threading.Thread(target=poll_raw, daemon=True).start()
     rows = []
     started = time.monotonic()
     while time.monotonic() - started < args.seconds:
-        time.sleep(1.0)
+        await asyncio.sleep(1.0)
         values = {}
         for family in node.collection.latest.families:
             if family.name == "DCGM_FI_DEV_GPU_UTIL":
@@ -89,6 +92,7 @@ def main() -> None:
                     values[dict(labels).get("pod", "device")] = value
         rows.append((time.monotonic() - started, values))
     stop.set()
+    refreshing.cancel()
     node.stop()
     kubelet.stop()
     heavy.terminate()
@@ -117,4 +121,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    asyncio.run(main())

@@ -76,7 +76,9 @@ async def main() -> None:
         ["-k", "--pod-resources-kubelet-socket", kubelet.socket_path, "--proc-root", str(tree.root)], env={}
     )
     node = build_node(settings, nvml, True, directory=directory)
+    assert node.watcher is not None  # -k
     node.start()
+    refreshing = asyncio.create_task(node.watcher.run())  # on the event loop, as in the collector
     server = HttpServer(answer_for(node.collection), "127.0.0.1", port)
     await server.start()
     await asyncio.sleep(3)
@@ -91,6 +93,7 @@ async def main() -> None:
     out, _ = await client.communicate()
     result = json.loads(out)
     await server.stop()
+    refreshing.cancel()
     node.stop()
     kubelet.stop()
 
