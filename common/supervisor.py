@@ -128,7 +128,7 @@ async def stop(tasks: list[asyncio.Task[None]]) -> None:
 
 
 class Guard:
-    """The net under a thread's loop (the collection cycle, the pod-resources refresh, the process sampler):
+    """The net under a thread's loop (the collection cycle, the shared-GPU process sampler):
     ``step()`` runs one round and returns its result, or None when the round raised. The exception is logged (once a
     minute per kind, the traceback when debug logging is on), counted as a restart of ``name`` and marks ``source``
     as failing; the next round that works marks it fresh again. A thread that died instead would leave its data
