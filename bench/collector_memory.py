@@ -173,18 +173,30 @@ def kubernetes(directory: Path, pods: int, uuids: list[str], how: str) -> Iterat
             kubelet.stop()
 
 
+def smaps(pid: int) -> Iterator[tuple[str, str, int]]:
+    """(mapping's name, key, bytes) for each size line of ``/proc/<pid>/smaps``: the name is a file's path,
+    ``[heap]``, ``[stack]``, or ``[anon]`` for unnamed memory."""
+    name = "[anon]"
+    for line in Path(f"/proc/{pid}/smaps").read_text().splitlines():
+        fields = line.split()
+        if fields and not fields[0].endswith(":"):  # a mapping's head: range perms offset dev inode [name]
+            name = fields[5] if len(fields) > 5 else "[anon]"
+        elif len(fields) == 3 and fields[2] == "kB":
+            yield name, fields[0].rstrip(":"), int(fields[1]) * KIB
+
+
 def memory(pid: int) -> dict[str, float]:
     """MiB figures from smaps_rollup (RSS, PSS, USS, anonymous) and the peak RSS from status; from smaps summed
     where the kernel has no smaps_rollup (before 4.14, and gVisor's before 2023)."""
     rollup: dict[str, int] = {}
     rolled = Path(f"/proc/{pid}/smaps_rollup")
-    lines = (
-        rolled.read_text().splitlines()[1:] if rolled.exists() else Path(f"/proc/{pid}/smaps").read_text().splitlines()
-    )
-    for line in lines:
-        key, _, value = line.partition(":")
-        if value.strip().endswith(" kB"):
-            rollup[key] = rollup.get(key, 0) + int(value.split()[0]) * KIB
+    if rolled.exists():
+        for line in rolled.read_text().splitlines()[1:]:
+            key, value = line.split(":", 1)
+            rollup[key] = int(value.split()[0]) * KIB
+    else:
+        for _, key, size in smaps(pid):
+            rollup[key] = rollup.get(key, 0) + size
     status = Path(f"/proc/{pid}/status").read_text()
     peak = re.search(r"^VmHWM:\s+(\d+) kB", status, re.M)  # gVisor's before 2023 has none
     hwm = int(peak.group(1)) * KIB if peak else math.nan
@@ -199,37 +211,12 @@ def memory(pid: int) -> dict[str, float]:
 
 
 def mappings(pid: int) -> dict[str, float]:
-    """MiB resident per mapping's name (a file's path, ``[heap]``, ``[stack]``, ``[anon]`` for unnamed memory)."""
+    """MiB resident per mapping's name."""
     out: dict[str, float] = {}
-    name = "[anon]"
-    for line in Path(f"/proc/{pid}/smaps").read_text().splitlines():
-        fields = line.split()
-        if fields and not fields[0].endswith(":"):  # a mapping's head: range perms offset dev inode [name]
-            name = fields[5] if len(fields) > 5 else "[anon]"
-        elif fields and fields[0] == "Rss:":
-            out[name] = out.get(name, 0.0) + int(fields[1]) * KIB / (1024 * 1024)
+    for name, key, size in smaps(pid):
+        if key == "Rss":
+            out[name] = out.get(name, 0.0) + size / (1024 * 1024)
     return out
-
-
-def static_tls(path: str) -> int | None:
-    """Bytes of the thread-local block a shared library (ELF64, little-endian) gives each thread; None when the
-    file is not one. Every thread started after the library loads gets a copy of it."""
-    try:
-        with open(path, "rb") as f:
-            head = f.read(64)
-            if head[:6] != b"\x7fELF\x02\x01":
-                return None
-            phoff = int.from_bytes(head[0x20:0x28], "little")
-            size, count = int.from_bytes(head[0x36:0x38], "little"), int.from_bytes(head[0x38:0x3A], "little")
-            f.seek(phoff)
-            table = f.read(size * count)
-    except OSError:
-        return None
-    for i in range(count):
-        header = table[i * size : (i + 1) * size]
-        if int.from_bytes(header[0:4], "little") == 7:  # PT_TLS
-            return int.from_bytes(header[0x28:0x30], "little")  # p_memsz
-    return 0
 
 
 def get(conn: http.client.HTTPConnection, accept: str = "") -> bytes:
@@ -372,8 +359,7 @@ def main() -> None:
         type=int,
         default=0,
         metavar="N",
-        help="also print each case's N largest mappings (RSS) at the "
-        "last reading, its threads, and the thread-local block each library gives a thread",
+        help="also print each case's N largest mappings (RSS) and its thread count at the last reading",
     )
     args = parser.parse_args()
     cases = [parse_case(c) for c in (args.case or ["default"])]
@@ -416,14 +402,11 @@ def main() -> None:
 
 
 def print_mappings(results: list[CaseResult], top: int) -> None:
-    """Each case's largest mappings at its last reading, with the thread-local block of each library."""
-    print("\n| case | threads | mapping | RSS (MiB) | thread-local block (KiB) |\n|---|---|---|---|---|")
+    """Each case's largest mappings at its last reading, with its thread count."""
+    print("\n| case | threads | mapping | RSS (MiB) |\n|---|---|---|---|")
     for r in results:
-        largest = sorted(r["mappings"].items(), key=lambda item: -item[1])[:top]
-        for path, mib in largest:
-            tls = static_tls(path) if path.startswith("/") else None
-            block = "" if tls is None else f"{tls / KIB:.1f}"
-            print(f"| {r['case']} | {r['threads']} | {path} | {mib:.2f} | {block} |")
+        for path, mib in sorted(r["mappings"].items(), key=lambda item: -item[1])[:top]:
+            print(f"| {r['case']} | {r['threads']} | {path} | {mib:.2f} |")
 
 
 if __name__ == "__main__":

@@ -8,6 +8,8 @@ set -uo pipefail
 OUT=${OUT:-out}; mkdir -p "$OUT"
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
 nvidia-smi -L | tee "$OUT/machine.txt"; nvidia-smi --query-gpu=driver_version,name,memory.total --format=csv >> "$OUT/machine.txt"
+# the kernel (Firecracker's Linux or gVisor's 4.4.0) and transparent huge pages decide what a thread's stack costs
+{ echo "kernel $(uname -r)"; echo "THP $(cat /sys/kernel/mm/transparent_hugepage/enabled 2>&1)"; } >> "$OUT/machine.txt"
 python3 -m harness.node.record_trace "$OUT/h200.json" 2>&1 | tail -3
 python3 -m collector -a 127.0.0.1:9400 > "$OUT/collector.log" 2>&1 &
 COLLECTOR=$!
