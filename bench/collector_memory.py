@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import http.client
+import importlib.util
 import math
 import os
 import platform
@@ -323,6 +324,22 @@ def wait_for_pods(conn: http.client.HTTPConnection, gpus: int, log: Path, timeou
         time.sleep(0.2)
 
 
+def bytecode_cached(tree: Path) -> str:
+    """Whether the standard library, pynvml and the collector have bytecode where this interpreter (and a case's, unless
+    it sets ``PYTHONPYCACHEPREFIX``) looks for it. Compiling at import leaves the process larger (pynvml alone by about
+    15 MB): a run without the cache is not the collector as its image runs it (docs/collector-bench.md)."""
+    sources = {
+        "standard library": importlib.util.find_spec("asyncio"),
+        "pynvml": importlib.util.find_spec("pynvml"),
+    }
+    origins = {name: spec.origin if spec else None for name, spec in sources.items()}
+    origins["collector"] = str(tree / "collector" / "cli.py")
+    return ", ".join(
+        f"{name} {'yes' if origin and Path(importlib.util.cache_from_source(origin)).exists() else 'no'}"
+        for name, origin in origins.items()
+    )
+
+
 def parse_case(text: str) -> tuple[str, dict[str, str], list[str]]:
     """``name[:VAR=value,...][:--flag ...]`` → (name, environment, flags)."""
     name, _, rest = text.partition(":")
@@ -372,6 +389,7 @@ def main() -> None:
     fields = {"every": "every field enabled", "default": "the default counters file"}.get(
         args.counters, "every field of dcgm-exporter's default file"
     )
+    print(f"bytecode cached (else compiled at each start): {bytecode_cached(Path(args.tree))}")
     gpus = f"{len(gpu_uuids(args))} real GPU(s)" if args.real else f"{args.gpus} simulated GPUs"
     if args.real:
         print(

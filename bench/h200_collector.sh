@@ -7,6 +7,13 @@
 set -uo pipefail
 OUT=${OUT:-out}; mkdir -p "$OUT"
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
+# Bytecode, as the image has it (pip compiles the packages, the Dockerfile the standard library): this machine's Python
+# has none and writes none, so every start would compile every module, and compiling pynvml alone leaves 15 MB resident.
+export PYTHONPYCACHEPREFIX=${TMPDIR:-/tmp}/gpuscale-bytecode; unset PYTHONDONTWRITEBYTECODE
+python3 -m compileall -q -j0 -x /site-packages/ "$(python3 -c 'import sysconfig; print(sysconfig.get_path("stdlib"))')" > /dev/null 2>&1
+python3 -m compileall -q -j0 "$(python3 -c 'import pynvml; print(pynvml.__file__)')" \
+  "$(python3 -c 'import os, prometheus_client; print(os.path.dirname(prometheus_client.__file__))')" \
+  collector common harness bench loadgen adapter > /dev/null 2>&1
 nvidia-smi -L | tee "$OUT/machine.txt"; nvidia-smi --query-gpu=driver_version,name,memory.total --format=csv >> "$OUT/machine.txt"
 # the kernel (Firecracker's Linux or gVisor's 4.4.0) and transparent huge pages decide what a thread's stack costs
 { echo "kernel $(uname -r)"; echo "THP $(cat /sys/kernel/mm/transparent_hugepage/enabled 2>&1)"; } >> "$OUT/machine.txt"
@@ -25,7 +32,9 @@ python3 -m bench.nvml_costs --repeat 50 --cycles 20 > "$OUT/nvml_costs.md" 2>&1
 python3 -m bench.collector_bench --simulate '' --real --default-file --requests 1000 --collect-seconds 20 > "$OUT/bench.md" 2>&1
 python3 -m bench.freshness --runs 5 --load-seconds 18 --tail 7 > "$OUT/freshness.md" 2>&1
 python3 -m bench.collector_memory --real --counters dcgm-exporter --scrapes 1000 --cycles 20 --mappings 12 \
-  --case 'no -k' --case 'in a pod, -k::-k --kubernetes-enable-pod-labels' > "$OUT/memory.md" 2>&1
+  --case 'no -k' --case 'in a pod, -k::-k --kubernetes-enable-pod-labels' \
+  --case 'in a pod, -k, no bytecode:PYTHONDONTWRITEBYTECODE=1,PYTHONPYCACHEPREFIX=/nonexistent:-k --kubernetes-enable-pod-labels' \
+  > "$OUT/memory.md" 2>&1
 python3 -m bench.thread_cost >> "$OUT/memory.md" 2>&1  # what a thread's stack costs on this machine's kernel
 for period in 1.0 0.1; do python3 -m bench.h200_shared --period $period --seconds 36 >> "$OUT/shared.md" 2>&1; done
 cat "$OUT/validate.md" "$OUT/nvml_costs.md" "$OUT/bench.md" "$OUT/freshness.md" "$OUT/memory.md" "$OUT/shared.md"

@@ -116,6 +116,20 @@ def test_the_entry_point_and_the_manifests_commands_are_console_scripts() -> Non
     assert used <= set(PROJECT["scripts"])
 
 
+def test_the_standard_library_is_compiled_once_in_the_image() -> None:
+    """python:*-slim deletes the standard library's bytecode and the image forbids writing it back
+    (PYTHONDONTWRITEBYTECODE, a non-root user): without this step every start compiles each module it imports."""
+    runtime = DOCKERFILE.stages[-1]
+    env = {k: v for i in runtime.all("ENV") for k, _, v in (a.partition("=") for a in i.args)}
+    assert env.get("PYTHONDONTWRITEBYTECODE") == "1"
+    runs = runtime.all("RUN")
+    [compile_step] = [i for i in runs if i.args[:3] == ["python", "-m", "compileall"]]
+    assert any("sysconfig.get_path(stdlib)" in a for a in compile_step.args), compile_step.args
+    # once the packages are in, and while the build still runs as root
+    [install] = [i for i in runs if i.args[:4] == ["python", "-m", "pip", "install"]]
+    assert install.line < compile_step.line < runtime.all("USER")[-1].line
+
+
 def test_exposed_ports_are_the_ones_the_manifests_use() -> None:
     exposed = {int(p) for i in DOCKERFILE.stages[-1].all("EXPOSE") for p in i.args}
     used = {
