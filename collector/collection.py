@@ -26,7 +26,7 @@ from common.backoff import Backoff
 from common.freshness import DEFAULT_TIMING
 from common.supervisor import Guard
 
-if TYPE_CHECKING:  # imported with -k only: pod attribution brings gRPC (collector-bench.md, memory)
+if TYPE_CHECKING:  # imported with -k only (collector-bench.md, memory)
     from collector.pods.attribution import Attribution
 
 log = logging.getLogger(__name__)
@@ -34,6 +34,10 @@ log = logging.getLogger(__name__)
 # After this many cycles in which every GPU failed, NVML is shut down and started again (a driver reload).
 _REINIT_AFTER_ALL_LOST = 3
 _MAX_RETRY_SECONDS = 30.0
+# How long the first cycle waits for the kubelet's pod-resources answer and the pod directory's first listing, which
+# the event loop fetches as the collector starts: the kubelet answers on its socket in milliseconds and a node's pods
+# list in well under a second. Without it the first cycle, which starts before the event loop, would name no pods.
+_FIRST_ATTRIBUTION_WAIT = 2.0
 
 
 class Exposition:
@@ -140,6 +144,13 @@ class Collection:
         self._reload_requested.set()
 
     def _run(self) -> None:
+        waited = self._attribution.wait_ready(_FIRST_ATTRIBUTION_WAIT, self._stop) if self._attribution else True
+        if not waited and not self._stop.is_set():
+            log.info(
+                "the first collection goes out without every pod named: the kubelet's pod-resources or the pod "
+                "directory did not answer within %.0f s",
+                _FIRST_ATTRIBUTION_WAIT,
+            )
         while not self._stop.is_set():
             started = time.monotonic()
             delay = self._guard.step(self.run_once)

@@ -12,6 +12,8 @@
 
 from __future__ import annotations
 
+import threading
+import time
 from collections import Counter
 from collections.abc import Iterable
 from typing import Protocol
@@ -102,6 +104,20 @@ class Attribution:
         self.shared_gpus = 0
         self.unattributable = 0
         self.unsplit = 0
+
+    @property
+    def ready(self) -> bool:
+        """The kubelet has answered (or failed) and the pod directory has listed the node's pods once."""
+        return self.watcher.answered and (self._directory is None or self._directory.synced)
+
+    def wait_ready(self, timeout: float, stop: threading.Event) -> bool:
+        """Wait until ``ready``, at most ``timeout`` seconds or until ``stop`` is set; whether it became ready. Both
+        answers come from tasks on the event loop, so this polls them."""
+        deadline = time.monotonic() + timeout
+        while not self.ready:
+            if stop.wait(0.01) or time.monotonic() >= deadline:
+                return self.ready
+        return True
 
     def __call__(self, result: CycleResult) -> list[Series]:
         owners = resolve(self.watcher.current.assignments, result.readings)

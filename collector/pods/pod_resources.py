@@ -84,6 +84,11 @@ class PodResourcesClient:
         self._dra = dra
         self._unknown_ids: set[str] = set()
 
+    def claims_resolvable(self) -> bool:
+        """Whether an answer read now can place every DRA claim: always without DRA, else once the ResourceSlices
+        have been listed (before that, a claimed GPU is left out of the map)."""
+        return self._dra is None or self._dra.synced
+
     def is_gpu_resource(self, name: str) -> bool:
         return name in GPU_RESOURCES or name.startswith(MIG_PREFIX) or name in self._extra
 
@@ -190,6 +195,9 @@ class PodResourcesWatcher:
         self.errors: Counter[str] = Counter()
         self._failing = False
         self._log_limit = LogLimit(60.0, clock)
+        # the kubelet has answered (with every DRA claim resolvable) or failed: the first collection waits for this
+        # (collection.py), so that it names its pods
+        self.answered = False
 
     @property
     def current(self) -> PodMap:
@@ -208,11 +216,13 @@ class PodResourcesWatcher:
         return None if refreshed is None else self._clock() - refreshed
 
     async def refresh_once(self) -> None:
+        complete = self._client.claims_resolvable()
         try:
             assignments = await self._client.fetch()
         except PodResourcesError as e:
             self.errors[e.kind] += 1
             self._failing = True
+            self.answered = True  # no pods to name until it answers: nothing to wait for
             if self.source is not None:
                 self.source.failed(str(e))
             held = self._log_limit.allow(e.kind)
@@ -234,6 +244,7 @@ class PodResourcesWatcher:
             self._failing = False
             self._log_limit.clear()
         self._map = PodMap(tuple(assignments), self._clock())
+        self.answered = self.answered or complete
         if self.source is not None:
             self.source.succeeded()
 

@@ -204,6 +204,25 @@ def test_no_socket_means_series_without_pod_labels_and_a_self_metric(
     assert len([r for r in caplog.records if "does not exist" in r.getMessage()]) == 1
 
 
+def test_ready_once_the_kubelet_answered_and_the_directory_listed(tmp_path: Path) -> None:
+    """What the collection thread waits for before its first cycle, at most so long, or until it is stopped."""
+    kubelet = PodResourcesServer(str(tmp_path / "kubelet.sock")).start()
+    try:
+        watcher = PodResourcesWatcher(PodResourcesClient(kubelet.socket_path))
+        directory = StaticPodDirectory(synced=False)
+        attribution = Attribution(NvmlReader(SimulatedNvml(1)), watcher, directory, CgroupReader(str(tmp_path)), None)
+        stop = threading.Event()
+        assert not attribution.wait_ready(0.05, stop)  # neither has answered
+        asyncio.run(watcher.refresh_once())
+        assert not attribution.wait_ready(0.05, stop)  # the directory has not listed the pods
+        stop.set()
+        assert not attribution.wait_ready(60, stop)  # a stop ends the wait at once
+        directory.synced = True
+        assert attribution.wait_ready(0.05, threading.Event())
+    finally:
+        kubelet.stop()
+
+
 @pytest.fixture
 def h200_shared(tmp_path: Path) -> Iterator[Node]:
     """The H200 recorded with two GEMM processes at duty cycles 0.9 and 0.2 sharing it, pods g and h, the map read."""

@@ -155,6 +155,46 @@ def test_pod_labels_named_as_the_collectors_own_keep_the_scrape_valid(
         assert prom.query('DCGM_FI_DEV_GPU_UTIL{pod="dra-job",dra_claim_name="gpu"}')
 
 
+def test_the_first_collection_already_names_every_pod(
+    tmp_path: Path, cluster: tuple[ThreadedApiServer, PodResourcesServer, list[str]]
+) -> None:
+    """The collection thread starts before the event loop that asks the kubelet, the API server's pods and the
+    ResourceSlices: its first cycle waits for their answers, so the first scrape carries every pod label and DRA
+    claim (before, the first scrape named no pod, and Prometheus kept a pod-less series of every GPU for a cycle)."""
+    _, _, args = cluster
+    port = free_port()
+    log = tmp_path / "collector.log"
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "collector", "-a", f"127.0.0.1:{port}", *args, *LABEL_OPTIONS,
+             "--kubernetes-enable-dra"],
+            cwd=ROOT, env={**os.environ, "NODE_NAME": NODE}, stdout=out, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 30
+        first = ""
+        while "\ngpuscale_collector_collections_total 1\n" not in first:
+            assert proc.poll() is None, log.read_text()[-3000:]
+            assert time.monotonic() < deadline, log.read_text()[-3000:]
+            try:  # each poll well within the 1 s between the first cycle and the second
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as resp:
+                    first = resp.read().decode()
+            except OSError:
+                time.sleep(0.01)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+    util = {
+        s.labels["gpu"]: s.labels
+        for family in text_string_to_metric_families(first)
+        for s in family.samples
+        if s.name == "DCGM_FI_DEV_GPU_UTIL"
+    }
+    assert (util["0"].get("pod"), util["0"].get("pod_uid"), util["0"].get("team")) == ("trainer", "uid-trainer", "ml")
+    assert (util["1"].get("pod"), util["1"].get("dra_claim_name")) == ("dra-job", "gpu")
+    assert "did not answer within" not in log.read_text()
+
+
 def test_without_the_options_pods_keep_only_their_names_and_dra_claims_are_ignored(
     tmp_path: Path, cluster: tuple[ThreadedApiServer, PodResourcesServer, list[str]]
 ) -> None:

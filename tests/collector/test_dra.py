@@ -12,7 +12,7 @@ import pytest
 
 from collector.kube.config import KubeAccess
 from collector.pods.device_ids import DeviceRef
-from collector.pods.pod_resources import Owner, PodResourcesClient
+from collector.pods.pod_resources import Owner, PodResourcesClient, PodResourcesWatcher
 from collector.pods.resource_slices import DraDevice, KubeResourceSlices, devices_of
 from harness.kube.api import FakeKubeAPIServer
 from harness.kube.discovery import Served
@@ -170,3 +170,20 @@ async def test_the_slices_are_watched_at_the_newest_version_the_api_server_serve
         with contextlib.suppress(asyncio.CancelledError):
             await task
         await api.stop()
+
+
+def test_the_watcher_has_answered_only_with_an_answer_read_after_the_slices_were_listed(
+    kubelet: PodResourcesServer,
+) -> None:
+    """The first collection waits for ``answered``: an answer read before the listing leaves claimed GPUs out."""
+    slices = Slices(synced=False)
+    listed = slices.devices
+    slices.devices = {}
+    watcher = PodResourcesWatcher(PodResourcesClient(kubelet.socket_path, dra=slices))
+    asyncio.run(watcher.refresh_once())
+    assert {a.owner.pod for a in watcher.current.assignments} == {"plugin"}
+    assert not watcher.answered
+    slices.synced, slices.devices = True, listed
+    asyncio.run(watcher.refresh_once())
+    assert {a.owner.pod for a in watcher.current.assignments} == {"plugin", "dra", "mig"}
+    assert watcher.answered

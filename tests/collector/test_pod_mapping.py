@@ -172,7 +172,9 @@ def test_watcher_keeps_the_last_map_and_counts_errors(
     now = [100.0]
     kubelet.pods = [gpu_pod("ml", "a", UUID)]
     watcher = PodResourcesWatcher(PodResourcesClient(kubelet.socket_path), max_age=10, clock=lambda: now[0])
+    assert not watcher.answered
     asyncio.run(watcher.refresh_once())
+    assert watcher.answered
     assert [a.owner for a in watcher.current.assignments] == [Owner("ml", "a", "main")]
     assert watcher.fresh
     kubelet.fail_with = grpc.StatusCode.UNAVAILABLE
@@ -190,6 +192,14 @@ def test_watcher_keeps_the_last_map_and_counts_errors(
     asyncio.run(watcher.refresh_once())
     assert watcher.fresh
     assert watcher.current.assignments == ()
+
+
+def test_a_kubelet_that_fails_has_answered_too(tmp_path: Path) -> None:
+    """Nothing to wait for: the first collection goes out at once, without pods, as every later one does."""
+    watcher = PodResourcesWatcher(PodResourcesClient(str(tmp_path / "missing.sock")))
+    asyncio.run(watcher.refresh_once())
+    assert watcher.errors["NoSocket"] == 1
+    assert watcher.answered
 
 
 def test_varying_garbage_from_the_socket_is_logged_once_per_kind_per_minute(
