@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypedDict
 
-from bench.nvml_costs import DCGM_EXPORTER_DEFAULT_FILE, nvml_floor
+from bench.nvml_costs import DCGM_EXPORTER_DEFAULT_FILE, NO_BYTECODE, nvml_floor
 from collector.nvml.fields import FIELDS, LABEL_FIELDS
 from collector.simulation.nvml import SimulatedNvml
 from harness.kube.threaded import ThreadedApiServer
@@ -392,10 +392,9 @@ def main() -> None:
     print(f"bytecode cached (else compiled at each start): {bytecode_cached(Path(args.tree))}")
     gpus = f"{len(gpu_uuids(args))} real GPU(s)" if args.real else f"{args.gpus} simulated GPUs"
     if args.real:
-        print(
-            "NVML's own floor, each in a new interpreter: "
-            + ", ".join(f"{what} {mib:.1f}" for what, mib in nvml_floor())
-        )
+        for how, env in (("", None), ("; with no bytecode cache", NO_BYTECODE)):
+            steps = ", ".join(f"{what} {mib:.1f}" for what, mib in nvml_floor(env))
+            print(f"NVML's own floor, each in a new interpreter{how}: {steps}")
     print(
         f"{gpus}, {fields}; with -k {args.pods} pods on the node ({args.kube}); collector of "
         f"{args.tree}; readings after {args.warmup} cycles (warm), after {args.scrapes} scrapes (scraped) and "

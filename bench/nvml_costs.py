@@ -22,7 +22,7 @@ import subprocess
 import sys
 import time
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -332,8 +332,14 @@ def run_cycles(nvml: Any, counters: Counters, cycles: int, interval: float) -> C
     return Cycles(costs, dict(stages), cycles, series_count)
 
 
-def nvml_floor() -> list[tuple[str, float]]:
-    """RSS of a bare interpreter, after ``import pynvml``, after ``nvmlInit()`` and one handle (each in a new one)."""
+# An interpreter that finds no bytecode and writes none: it compiles every module it imports, as a Python whose
+# standard library and packages come without .pyc files does (docs/collector-bench.md, bytecode)
+NO_BYTECODE = {"PYTHONDONTWRITEBYTECODE": "1", "PYTHONPYCACHEPREFIX": "/nonexistent"}
+
+
+def nvml_floor(env: Mapping[str, str] | None = None) -> list[tuple[str, float]]:
+    """RSS of a bare interpreter, after ``import pynvml``, after ``nvmlInit()`` and one handle (each in a new one,
+    with ``env`` added to this one's environment)."""
     steps = [
         ("bare python", "pass"),
         ("import pynvml", "import pynvml"),
@@ -342,7 +348,8 @@ def nvml_floor() -> list[tuple[str, float]]:
     out = []
     for label, code in steps:
         probe = f"{code}\nfor l in open('/proc/self/status'):\n    l.startswith('VmRSS:') and print(int(l.split()[1]))"
-        done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=False)
+        added = {**os.environ, **(env or {})}
+        done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=False, env=added)
         out.append((label, int(done.stdout.split()[-1]) / 1024 if done.returncode == 0 else float("nan")))
     return out
 
@@ -395,9 +402,10 @@ def main() -> None:
         f"{gpus} x {name}{' (simulated)' if args.simulate else ''}, driver {driver}"
     )
     if not args.simulate:
-        print("\n### NVML's memory floor (RSS, MiB, each in a new interpreter)\n\n| step | RSS |\n|---|---|")
-        for label, mib in nvml_floor():
-            print(f"| {label} | {mib:.1f} |")
+        print("\n### NVML's memory floor (RSS, MiB, each in a new interpreter)\n")
+        print("| step | RSS | RSS, no bytecode cache |\n|---|---|---|")
+        for (label, mib), (_, compiled) in zip(nvml_floor(), nvml_floor(NO_BYTECODE), strict=True):
+            print(f"| {label} | {mib:.1f} | {compiled:.1f} |")
     if not args.skip_calls and not args.simulate:
         print(f"\n### One call on GPU 0, median of {args.repeat}\n")
         print("| call | what | CPU ms | wall ms | outcome |\n|---|---|---|---|---|")
