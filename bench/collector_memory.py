@@ -325,19 +325,25 @@ def wait_for_pods(conn: http.client.HTTPConnection, gpus: int, log: Path, timeou
 
 
 def bytecode_cached(tree: Path) -> str:
-    """Whether the standard library, pynvml and the collector have bytecode where this interpreter (and a case's, unless
-    it sets ``PYTHONPYCACHEPREFIX``) looks for it. Compiling at import leaves the process larger (pynvml alone by about
-    15 MB): a run without the cache is not the collector as its image runs it (docs/collector-bench.md)."""
-    sources = {
-        "standard library": importlib.util.find_spec("asyncio"),
-        "pynvml": importlib.util.find_spec("pynvml"),
+    """Whether the standard library, pynvml, the HTTP libraries and the collector have bytecode where this interpreter
+    (and a case's, unless it sets ``PYTHONPYCACHEPREFIX``) looks for it. Compiling at import leaves the process
+    larger: a run without the cache is not the collector as its image runs it (docs/collector-bench.md)."""
+    groups = {
+        "standard library": ("asyncio", "ssl", "json"),
+        "pynvml": ("pynvml",),
+        "h11, h2, hpack": ("h11", "h2", "hpack.huffman_table"),  # hpack's Huffman table is a large source file
     }
-    origins = {name: spec.origin if spec else None for name, spec in sources.items()}
-    origins["collector"] = str(tree / "collector" / "cli.py")
+    origins = {name: [_origin(module) for module in modules] for name, modules in groups.items()}
+    origins["collector"] = [str(tree / "collector" / "cli.py"), str(tree / "collector" / "kube" / "client.py")]
     return ", ".join(
-        f"{name} {'yes' if origin and Path(importlib.util.cache_from_source(origin)).exists() else 'no'}"
-        for name, origin in origins.items()
+        f"{name} {'yes' if all(o and Path(importlib.util.cache_from_source(o)).exists() for o in found) else 'no'}"
+        for name, found in origins.items()
     )
+
+
+def _origin(module: str) -> str | None:
+    spec = importlib.util.find_spec(module)
+    return spec.origin if spec is not None else None
 
 
 def parse_case(text: str) -> tuple[str, dict[str, str], list[str]]:

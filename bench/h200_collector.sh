@@ -7,13 +7,8 @@
 set -uo pipefail
 OUT=${OUT:-out}; mkdir -p "$OUT"
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
-# Bytecode, as the image has it (pip compiles the packages, the Dockerfile the standard library): this machine's Python
-# has none and writes none, so every start would compile every module, and compiling pynvml alone leaves 15 MB resident.
-export PYTHONPYCACHEPREFIX=${TMPDIR:-/tmp}/gpuscale-bytecode; unset PYTHONDONTWRITEBYTECODE
-python3 -m compileall -q -j0 -x /site-packages/ "$(python3 -c 'import sysconfig; print(sysconfig.get_path("stdlib"))')" > /dev/null 2>&1
-python3 -m compileall -q -j0 "$(python3 -c 'import pynvml; print(pynvml.__file__)')" \
-  "$(python3 -c 'import os, prometheus_client; print(os.path.dirname(prometheus_client.__file__))')" \
-  collector common harness bench loadgen adapter > /dev/null 2>&1
+# bytecode as the image has it: this machine's Python neither finds nor writes it (bench/bytecode_cache.sh)
+source bench/bytecode_cache.sh
 nvidia-smi -L | tee "$OUT/machine.txt"; nvidia-smi --query-gpu=driver_version,name,memory.total --format=csv >> "$OUT/machine.txt"
 # the kernel (Firecracker's Linux or gVisor's 4.4.0) and transparent huge pages decide what a thread's stack costs
 { echo "kernel $(uname -r)"; echo "THP $(cat /sys/kernel/mm/transparent_hugepage/enabled 2>&1)"; } >> "$OUT/machine.txt"
