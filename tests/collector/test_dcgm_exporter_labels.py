@@ -49,16 +49,26 @@ class Collector:
 
 
 @contextmanager
-def collector(tmp_path: Path, *args: str) -> Iterator[Collector]:
+def started(tmp_path: Path, *args: str) -> Iterator[tuple[str, subprocess.Popen[bytes], Path]]:
+    """The collector's process with ``args``, its URL and its log; stopped on leaving."""
     port = free_port()
     log = tmp_path / "collector.log"
     with log.open("wb") as out:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "collector", "-a", f"127.0.0.1:{port}", "-c", "500", *args],
+            [sys.executable, "-m", "collector", "-a", f"127.0.0.1:{port}", *args],
             cwd=ROOT, env={**os.environ, "NODE_NAME": NODE}, stdout=out, stderr=subprocess.STDOUT,
         )  # fmt: skip
-    url = f"http://127.0.0.1:{port}"
     try:
+        yield f"http://127.0.0.1:{port}", proc, log
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+@contextmanager
+def collector(tmp_path: Path, *args: str) -> Iterator[Collector]:
+    """The collector at a 500 ms interval, once it has published two collections."""
+    with started(tmp_path, "-c", "500", *args) as (url, proc, log):
         deadline = time.monotonic() + 30
         while True:
             try:
@@ -72,9 +82,6 @@ def collector(tmp_path: Path, *args: str) -> Iterator[Collector]:
                 raise AssertionError(f"collector did not come up: {log.read_text()[-3000:]}")
             time.sleep(0.2)
         yield Collector(url, log)
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
 
 
 @pytest.fixture
@@ -160,30 +167,19 @@ def test_the_first_collection_already_names_every_pod(
 ) -> None:
     """The collection thread starts before the event loop that asks the kubelet, the API server's pods and the
     ResourceSlices: its first cycle waits for their answers, so the first scrape carries every pod label and DRA
-    claim (before, the first scrape named no pod, and Prometheus kept a pod-less series of every GPU for a cycle)."""
+    claim (before, the first scrape named no pod)."""
     _, _, args = cluster
-    port = free_port()
-    log = tmp_path / "collector.log"
-    with log.open("wb") as out:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "collector", "-a", f"127.0.0.1:{port}", *args, *LABEL_OPTIONS,
-             "--kubernetes-enable-dra"],
-            cwd=ROOT, env={**os.environ, "NODE_NAME": NODE}, stdout=out, stderr=subprocess.STDOUT,
-        )  # fmt: skip
-    try:
+    with started(tmp_path, *args, *LABEL_OPTIONS, "--kubernetes-enable-dra") as (url, proc, log):
         deadline = time.monotonic() + 30
         first = ""
         while "\ngpuscale_collector_collections_total 1\n" not in first:
             assert proc.poll() is None, log.read_text()[-3000:]
             assert time.monotonic() < deadline, log.read_text()[-3000:]
             try:  # each poll well within the 1 s between the first cycle and the second
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as resp:
+                with urllib.request.urlopen(f"{url}/metrics", timeout=2) as resp:
                     first = resp.read().decode()
             except OSError:
                 time.sleep(0.01)
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
     util = {
         s.labels["gpu"]: s.labels
         for family in text_string_to_metric_families(first)
