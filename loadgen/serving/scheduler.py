@@ -141,6 +141,36 @@ class Scheduler:
                 outcome.finished.append(request)
         return outcome
 
+    def quiet_decodes(self) -> int:
+        """How many steps from now are plain decodes, as long as no request is added to an empty queue: each running
+        request gets its next token and nobody is admitted, finishes or is preempted. 0 when the next is no such step.
+
+        A replay steps through these with ``decode_quietly`` at the cost of one addition each, where ``schedule`` and
+        ``complete`` go through every running request: what they would do is known. The head of the queue that does
+        not fit now does not fit in any of them either: the batch keeps its size, the step its token budget, and the
+        KV cache only fills.
+        """
+        running = len(self._running)
+        if not running:
+            return 0
+        kv_after = self.kv_used + running  # the KV the next step leaves in use
+        if self._waiting and running < self.limits.max_batch:
+            need = self._waiting[0].known - self._waiting[0].kv
+            if need <= self.limits.max_step_tokens - running and need <= self.limits.kv_tokens - kv_after:
+                return 0  # the next step admits the head of the queue
+        first_to_finish = min(r.output - r.generated for r in self._running)
+        # step j allocates its last slot when j x running slots are in use beyond kv_used: none may find the cache full
+        fits = (self.limits.kv_tokens - self.kv_used) // running
+        return max(0, min(first_to_finish - 1, fits))
+
+    def decode_quietly(self, steps: int) -> None:
+        """Run ``steps`` of the steps ``quiet_decodes`` counted, as ``schedule`` and ``complete`` would: a token and
+        a KV slot more for each running request per step."""
+        for request in self._running:
+            request.generated += steps
+            request.kv += steps
+        self.kv_used += steps * len(self._running)
+
     def _allocate(self, request: Request, tokens: int) -> None:
         request.kv += tokens
         self.kv_used += tokens

@@ -1,5 +1,7 @@
 """``serve``'s scheduler, step by step, in cases worked by hand: who is admitted, in what order, what KV each holds."""
 
+import random
+
 from loadgen.serving.request import Request
 from loadgen.serving.scheduler import Limits, Scheduler, Step
 
@@ -105,3 +107,55 @@ def test_a_step_that_preempts_admits_nobody() -> None:
     step = s.schedule(0.2)
     assert step.preempted == 1
     assert s.waiting_ids() == [1, 9]  # the preempted request goes first; the new one waits for the next step
+
+
+def test_quiet_decodes_stop_before_the_first_request_finishes() -> None:
+    s = scheduler(Limits(max_batch=4, kv_tokens=1000, max_step_tokens=1000), (10, 5), (10, 9))
+    s.complete(s.schedule(0.0), 0.1)  # both have their first token: 4 and 8 to go
+    assert s.quiet_decodes() == 3  # the 4th step from here finishes request 0
+
+
+def test_quiet_decodes_stop_before_the_kv_cache_would_preempt() -> None:
+    s = scheduler(Limits(max_batch=4, kv_tokens=30, max_step_tokens=1000), (10, 50), (10, 50))
+    s.complete(s.schedule(0.0), 0.1)
+    assert s.kv_used == 20
+    assert s.quiet_decodes() == 5  # 5 steps fill the 10 free slots exactly; the 6th preempts
+
+
+def test_quiet_decodes_are_none_when_the_next_step_admits_the_head_of_the_queue() -> None:
+    s = scheduler(Limits(max_batch=4, kv_tokens=1000, max_step_tokens=1000), (10, 50))
+    s.complete(s.schedule(0.0), 0.1)
+    assert s.quiet_decodes() == 48
+    s.add(Request(1, 0.1, 10, 5))
+    assert s.quiet_decodes() == 0
+    full = scheduler(Limits(max_batch=1, kv_tokens=1000, max_step_tokens=1000), (10, 50), (10, 5))
+    full.complete(full.schedule(0.0), 0.1)
+    assert full.quiet_decodes() == 48  # the batch is full: request 1 waits whatever happens until 0 finishes
+
+
+def test_decoding_quietly_leaves_the_scheduler_as_stepping_through_each_step_does() -> None:
+    """Random workloads: wherever quiet decodes are counted, taking them at once ends in the same state, request by
+    request, as scheduling and completing each of them."""
+    rng = random.Random(5)
+    for case in range(200):
+        limits = Limits(rng.randint(1, 6), rng.randint(45, 120), rng.randint(45, 64))
+        # every request fits the KV cache and a step alone (prompt and output within 45), as an engine makes sure of
+        sizes = [(rng.randint(1, 12), rng.randint(1, 30)) for _ in range(rng.randint(1, 10))]
+        stepped, jumped = scheduler(limits, *sizes), scheduler(limits, *sizes)
+        t = 0.0
+        while not stepped.idle:
+            quiet = stepped.quiet_decodes()
+            assert quiet == jumped.quiet_decodes()
+            if quiet:
+                for _ in range(quiet):
+                    step = stepped.schedule(t)
+                    assert all(s.tokens == 1 for s in step.scheduled) and not step.preempted, case
+                    outcome = stepped.complete(step, t)
+                    assert not outcome.finished and not outcome.first_tokens, case
+                jumped.decode_quietly(quiet)
+            for s in (stepped, jumped):
+                s.complete(s.schedule(t), t)
+            t += 1
+            state = [(r.id, r.generated, r.kv) for r in (*stepped._running, *stepped._waiting)]
+            assert state == [(r.id, r.generated, r.kv) for r in (*jumped._running, *jumped._waiting)], case
+            assert (stepped.kv_used, stepped.waiting_ids()) == (jumped.kv_used, jumped.waiting_ids()), case
