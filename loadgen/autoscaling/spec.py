@@ -25,7 +25,7 @@ class ControllerConfig:
     sync_period: float = 15.0  # --horizontal-pod-autoscaler-sync-period
     tolerance: float = 0.1  # --horizontal-pod-autoscaler-tolerance
     downscale_stabilization: float = 300.0  # --horizontal-pod-autoscaler-downscale-stabilization
-    # HPAConfigurableTolerance: alpha (off) in 1.33, beta (on) from 1.34; off, a behavior's tolerance is ignored
+    # HPAConfigurableTolerance: alpha (off) in 1.33 and 1.34, beta (on) from 1.35; off, behavior tolerances are dropped
     configurable_tolerance: bool = True
 
 
