@@ -2,14 +2,15 @@
 
 ``replica_series`` runs the controller every sync period (15 s) from the first sample's time to the last; at each
 sync the latest sample at or before it is what the metrics APIs answer. Scaling takes effect at once: the next
-sync sees the new ``spec.replicas`` (with every new pod Pending unless the sample says how many are ready), as a
-Deployment's scale subresource would. Hold the result against a real HPA by recording the metric it reads
+sync sees the new ``spec.replicas``, every pod Running and Ready unless the sample says how many are ready or
+Pending. Hold the result against a real HPA by recording the metric it reads
 (``kubectl get --raw`` on the metrics API, or the adapter's series) and ``kubectl get hpa -w``'s replicas at the
 same times; docs/autoscaling-model.md says how.
 """
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
@@ -37,13 +38,10 @@ def _observer(samples: Iterable[Sample], pods_metrics: frozenset[str]) -> tuple[
     ordered = sorted(samples, key=lambda s: s.at)
     if not ordered:
         raise ValueError("no samples")
+    times = [s.at for s in ordered]
 
     def observe(now: float, replicas: int) -> Observation:
-        latest = ordered[0]
-        for s in ordered:
-            if s.at > now:
-                break
-            latest = s
+        latest = ordered[max(bisect.bisect_right(times, now) - 1, 0)]
         pending = min(latest.pending, replicas)
         return simple_observation(
             replicas, latest.values, ready=latest.ready, pending=pending, pods_metrics=pods_metrics

@@ -178,3 +178,11 @@ def test_at_zero_replicas_object_and_external_metrics_ask_for_ceil_value_over_ta
         spec = MetricSpec("queue", source, 5, target_type)
         observation = Observation(0, (), {"queue": {}}, {"queue": value}, {"queue": (value,)})
         assert propose(spec, observation, DEFAULT).replicas == expected
+
+
+@pytest.mark.parametrize(("value", "expected"), [(0.11, 10), (0.111, 12), (0.09, 10), (0.089, 9)])
+def test_the_tolerance_band_includes_its_edges(value: float, expected: int) -> None:
+    # Tolerances.isWithin: (1 - down) <= ratio <= (1 + up), both ends included; 10 pods against 0.1 each:
+    # 0.11 is exactly 1.1, no change; 0.111 is 1.11, ceil(11.1) = 12; 0.09 is exactly 0.9; 0.089, ceil(8.9) = 9
+    spec = MetricSpec("qps", "Pods", 0.1)
+    assert propose(spec, pods_metric(10, [value] * 10, 0.1), DEFAULT).replicas == expected
