@@ -149,9 +149,11 @@ def test_decoding_quietly_leaves_the_scheduler_as_stepping_through_each_step_doe
             if quiet:
                 for _ in range(quiet):
                     step = stepped.schedule(t)
-                    assert all(s.tokens == 1 for s in step.scheduled) and not step.preempted, case
+                    assert all(s.tokens == 1 for s in step.scheduled), case
+                    assert not step.preempted, case
                     outcome = stepped.complete(step, t)
-                    assert not outcome.finished and not outcome.first_tokens, case
+                    assert not outcome.finished, case
+                    assert not outcome.first_tokens, case
                 jumped.decode_quietly(quiet)
             for s in (stepped, jumped):
                 s.complete(s.schedule(t), t)
