@@ -9,7 +9,8 @@ Status objects like any other error; middlewares passed to ``create_app`` run in
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Sequence
+import time
+from collections.abc import AsyncIterator, Callable, Sequence
 
 from aiohttp import web
 from aiohttp.typedefs import Middleware
@@ -37,10 +38,11 @@ AUTH_API = web.AppKey("auth_api", AuthAPI)
 SERVING = web.AppKey("serving", ServingTLS)
 TIMING = web.AppKey("timing", Timing)
 KEDA = web.AppKey("keda", ScalerServer)
+CLOCK: web.AppKey[Callable[[], float]] = web.AppKey("clock")
 
 
 async def _components_ctx(app: web.Application) -> AsyncIterator[None]:
-    async with components(app[SETTINGS], app[METRICS], app.get(KUBE_API), timing=app[TIMING]) as c:
+    async with components(app[SETTINGS], app[METRICS], app.get(KUBE_API), timing=app[TIMING], clock=app[CLOCK]) as c:
         app[COMPONENTS] = c
         tasks = await c.start()
         yield
@@ -106,19 +108,22 @@ def create_app(
     serving: ServingTLS | None = None,
     middlewares: Sequence[Middleware] = (),
     timing: Timing = DEFAULT_TIMING,
+    clock: Callable[[], float] = time.monotonic,
 ) -> web.Application:
     """The adapter as an aiohttp app.
 
     ``kube_api`` and ``auth_api`` replace the Kubernetes API clients built from settings; ``serving`` is the TLS
     context the server runs with, whose client CAs follow the authentication configuration and whose certificate is
     reloaded when its files change; ``timing``: how long a background source may fail before ``/readyz`` does, and
-    the longest wait between retries.
+    the longest wait between retries; ``clock``: what the ages of held answers (``--backend-failure-hold``) are read
+    from.
     """
     guard = [] if settings.insecure_disable_auth else [auth.guard(settings.auth.always_allow_paths, _mapping)]
     app = web.Application(middlewares=[handlers.observe, *guard, *middlewares])
     app[SETTINGS] = settings
     app[METRICS] = metrics or AdapterMetrics()
     app[TIMING] = timing
+    app[CLOCK] = clock
     app[STOPPING] = asyncio.Event()
     if kube_api is not None:
         app[KUBE_API] = kube_api

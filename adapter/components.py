@@ -7,7 +7,8 @@ import asyncio
 import contextlib
 import logging
 import os
-from collections.abc import AsyncIterator
+import time
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 
 import aiohttp
@@ -104,10 +105,12 @@ async def components(
     kube_api: KubeMetadataAPI | None = None,
     prometheus: PrometheusAPI | None = None,
     timing: Timing = DEFAULT_TIMING,
+    clock: Callable[[], float] = time.monotonic,
 ) -> AsyncIterator[Components]:
     """Everything the adapter runs on; closes what it opened. ``kube_api``/``prometheus`` replace the real ones
     (``prometheus``: the default backend, the only one then); ``timing``: how long background sources may fail
-    before ``/readyz`` does, and their longest back-off."""
+    before ``/readyz`` does, and their longest back-off; ``clock``: what the ages of held answers are read from
+    (``--backend-failure-hold``)."""
     metrics = metrics or AdapterMetrics()
     session: aiohttp.ClientSession | None = None
     owned_kube = kube_api is None
@@ -148,7 +151,16 @@ async def components(
                 weigh=lambda result: result.weight,
                 on_outcome=lambda outcome: metrics.cache_requests.labels(outcome).inc(),
             )
-            provider = Provider(lambda: discovery.catalog, backends, objects, cache, metrics, rest_mapper.resolve)
+            provider = Provider(
+                lambda: discovery.catalog,
+                backends,
+                objects,
+                cache,
+                metrics,
+                rest_mapper.resolve,
+                settings.backend_failure_hold,
+                clock,
+            )
             resource_metrics = ResourceMetrics(
                 lambda: discovery.catalog.rules.resource_rules, backends, objects, cache, metrics
             )

@@ -68,6 +68,10 @@ def _table() -> FlagTable:
              default="10m", help="how often API discovery (the REST mapping of resources) is read again, 10s to 24h"),
         flag("--metrics-cache-ttl", field="cache_ttl", parse=duration(0, 600, "0s to 10m"), default="250ms",
              help="how long a query result is reused, 0s to 10m"),
+        flag("--backend-failure-hold", field="backend_failure_hold", parse=duration(0, 86400, "0s to 24h"),
+             default="0s",
+             help="while Prometheus fails (unreachable, timeout, an error answer), answer each question with its last "
+             "good answer for at most this long after it was read, then 503; 0s to 24h (0s: 503 at once)"),
         flag("--secure-port", field="secure_port", parse=integer(0, 65535), default="6443",
              help="port to serve on, 0 to 65535; 0 picks a free one"),
         flag("--bind-address", field="bind_address", default="0.0.0.0", help="address to listen on"),

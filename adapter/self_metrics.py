@@ -6,7 +6,11 @@ Each app gets its own registry, so several apps in one process (tests, the bench
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.core import GaugeMetricFamily, Metric
 
 from common.freshness import Sources
 
@@ -24,11 +28,54 @@ def _latency(r: CollectorRegistry, name: str, documentation: str, labels: list[s
     return Histogram(name, documentation, labels, buckets=_LATENCY_BUCKETS, registry=r)
 
 
+@dataclass(frozen=True)
+class HoldState:
+    """One API's answers held in Prometheus' place now (``--backend-failure-hold``): how many, the oldest one's age
+    (seconds since Prometheus gave it; 0 when none), and the latest error that made one be held."""
+
+    api: str
+    hold: float
+    held: int
+    oldest_age: float
+    error: str
+
+
+class HeldAnswersReport:
+    """A collector of the held answers' gauges, read from the provider at each scrape (``watch``)."""
+
+    def __init__(self) -> None:
+        self._states: Callable[[], list[HoldState]] = list
+
+    def watch(self, states: Callable[[], list[HoldState]]) -> None:
+        """Report ``states`` from now on (replacing a provider built before: a component built again)."""
+        self._states = states
+
+    def collect(self) -> Iterable[Metric]:
+        held = GaugeMetricFamily(
+            f"{PREFIX}_held_answers",
+            "Questions answered now with their last good answer because Prometheus fails (--backend-failure-hold), "
+            "by API (custom, external; KEDA's calls count under the API they ask).",
+            labels=["api"],
+        )
+        age = GaugeMetricFamily(
+            f"{PREFIX}_held_answers_oldest_age_seconds",
+            "Seconds since Prometheus gave the oldest answer held now, by API; 0 when none is held.",
+            labels=["api"],
+        )
+        for state in self._states():
+            held.add_metric([state.api], state.held)
+            age.add_metric([state.api], state.oldest_age)
+        yield held
+        yield age
+
+
 class AdapterMetrics:
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry or CollectorRegistry(auto_describe=True)
         self.sources = Sources(PREFIX, "/readyz", ADVISORY_CHECKS)
         self.registry.register(self.sources)
+        self.held_answers = HeldAnswersReport()
+        self.registry.register(self.held_answers)
         self._serving(self.registry)
         self._backends(self.registry)
         self._security(self.registry)
@@ -75,6 +122,13 @@ class AdapterMetrics:
             f"{p}_query_cache_requests",
             "Value lookups by outcome: hit (cached), shared (joined an identical query in flight), miss.",
             ["result"],
+            registry=r,
+        )
+        self.held_served = Counter(
+            f"{p}_held_answers_served",
+            "Answers given with a question's last good answer in place of Prometheus' failure "
+            "(--backend-failure-hold), by API (custom, external).",
+            ["api"],
             registry=r,
         )
         self.dropped_samples = Counter(

@@ -37,6 +37,7 @@ class Settings:
     relist_interval: float = default("metrics-relist-interval")
     max_age: float = default("metrics-relist-interval")  # --metrics-max-age defaults to the relist interval
     cache_ttl: float = default("metrics-cache-ttl")
+    backend_failure_hold: float = default("backend-failure-hold")
     discovery_interval: float = default("discovery-interval")
     secure_port: int = default("secure-port")
     bind_address: str = default("bind-address")

@@ -6,7 +6,9 @@ stale relist, an empty catalog, stale API discovery or a stale rules-file check 
 ``self_metrics.ADVISORY_CHECKS``), ``object-cache`` (pods, namespaces and nodes listed and
 not stale), ``authentication`` (the configuration loaded; the ConfigMap and the CA-file checks not stale),
 ``shutdown`` (from the first SIGTERM on, while the adapter still serves for ``--shutdown-delay-duration``, a check
-that fails, as in Kubernetes' API servers), and one per other background source, such as ``serving-certificate``
+that fails, as in Kubernetes' API servers), ``held-answers`` (with ``--backend-failure-hold``: how many answers stand
+in for a failing Prometheus and how old the oldest is; it never fails, and while answers are held ``/readyz`` lists
+its checks without ``?verbose`` too), and one per other background source, such as ``serving-certificate``
 (``common/freshness.py`` says when a source is stale). The endpoints are open to everyone, since probes carry no
 credentials, so a failed check says why only to a caller that authenticates (or to everyone with
 ``--insecure-disable-auth``); anyone else reads ``reason withheld``, as kube-apiserver answers: a backend's error
@@ -32,10 +34,13 @@ class Check:
     name: str
     ok: bool = True
     detail: str = ""  # why it failed; for a check that passes, a note
+    said: str = ""  # a note for every caller: it names no backend, address or request
 
     def line(self, detailed: bool) -> str:
         if self.ok:
-            return f"[+]{self.name} ok" + (f", {self.detail}" if detailed and self.detail else "")
+            notes = [self.said] if self.said else []
+            notes += [self.detail] if detailed and self.detail else []
+            return f"[+]{self.name} ok" + "".join(f", {note}" for note in notes)
         return f"[-]{self.name} failed: {self.detail if detailed else 'reason withheld'}"
 
 
@@ -70,9 +75,30 @@ def _authentication(c: Components, security: Security | None) -> Check:
     return Check("authentication", ready, "" if ready else detail)
 
 
+def _held_answers(c: Components) -> list[Check]:
+    """Passes always: every replica sees the same Prometheus, and a replica taken out of the Service would serve no
+    held answer at all (with every replica out, the APIService goes away: a cluster-wide discovery failure). Says
+    which answers are held, to everyone, and why (Prometheus' error, which may name its address) to callers who
+    authenticate."""
+    if c.settings.backend_failure_hold <= 0:
+        return []
+    states = [state for state in c.provider.hold_states() if state.held]
+    if not states:
+        return [Check("held-answers")]
+    count = sum(state.held for state in states)
+    apis = ", ".join(f"{state.api} {state.held}" for state in states)
+    oldest = max(state.oldest_age for state in states)
+    said = (
+        f"{count} answer{'s' if count != 1 else ''} held while Prometheus fails ({apis}), the oldest read "
+        f"{oldest:.0f}s ago, each served at most {c.settings.backend_failure_hold:g}s after it was read "
+        "(--backend-failure-hold)"
+    )
+    return [Check("held-answers", True, states[-1].error, said)]
+
+
 def checks(c: Components, security: Security | None, stopping: bool = False) -> list[Check]:
     """The checks of startup, each failed too by its stale sources; a source of no such check adds its own."""
-    found = [_discovery(c), _object_cache(c), _authentication(c, security)]
+    found = [_discovery(c), _object_cache(c), _authentication(c, security), *_held_answers(c)]
     found += [Check("shutdown", False, "the adapter is shutting down")] if stopping else []
     problems: dict[str, list[str]] = {}
     notes: dict[str, list[str]] = {}  # stale sources of advisory checks (self_metrics.ADVISORY_CHECKS)
@@ -90,7 +116,7 @@ def _failing(check: Check, problems: list[str], notes: list[str]) -> Check:
     if not problems and not notes:
         return check
     detail = "; ".join(([check.detail] if check.detail else []) + problems + notes)
-    return Check(check.name, check.ok and not problems, detail)
+    return Check(check.name, check.ok and not problems, detail, check.said)
 
 
 async def livez(request: web.Request) -> web.Response:
@@ -98,11 +124,12 @@ async def livez(request: web.Request) -> web.Response:
 
 
 async def readyz(request: web.Request) -> web.Response:
-    """``ok``, or one line per check: always with ``?verbose``, and when one fails (then 503)."""
+    """``ok``, or one line per check: always with ``?verbose``, when one fails (then 503), and while answers are
+    held in Prometheus' place (200: the probe reads the status alone)."""
     c: Components = request.app[COMPONENTS]
     found = checks(c, request.app.get(SECURITY), request.app[STOPPING].is_set())
     ready = all(check.ok for check in found)
-    if ready and "verbose" not in request.query:
+    if ready and "verbose" not in request.query and not any(check.said for check in found):
         return web.Response(text="ok")
     # who asks matters only when there is something to say (a token review is not free)
     detailed = any(check.detail for check in found) and (

@@ -64,6 +64,14 @@ class QueryReport(TypedDict):
     dropped: NotRequired[list[dict[str, str]]]
 
 
+class HeldReport(TypedDict):
+    """The answer is the question's last good one, served while Prometheus fails (``--backend-failure-hold``)."""
+
+    ageSeconds: float  # since Prometheus gave it; its items keep the timestamps Prometheus gave them
+    holdSeconds: float  # how long after that it may be served
+    error: str  # why Prometheus' answer is not fresh
+
+
 class ExplainReport(TypedDict):
     """What ``/explain/<path>`` and ``gpuscale-adapter explain`` answer: the request as parsed, the rules, objects
     and queries it went through, the answer the API gives, and why it is what it is."""
@@ -75,6 +83,7 @@ class ExplainReport(TypedDict):
     rules: NotRequired[list[RuleReport]]
     objects: NotRequired[ObjectsReport]
     queries: NotRequired[list[QueryReport]]
+    held: NotRequired[HeldReport]
     answer: NotRequired[Any]  # the API's JSON answer: a value list, a resource list or a Status
 
 
@@ -163,6 +172,13 @@ async def explain(provider: Provider, raw_path: str, query: Mapping[str, str]) -
             "names": names,
         }
     report["queries"] = [_record(r) for r in trace.queries]
+    if trace.held_age is not None:
+        hold = provider.held_custom.hold
+        report["held"] = {"ageSeconds": round(trace.held_age, 3), "holdSeconds": hold, "error": trace.held_error}
+        why.append(
+            f"Prometheus failed ({trace.held_error}): this is the last good answer, read {trace.held_age:.0f}s ago and "
+            f"served for at most {hold:g}s after that (--backend-failure-hold); its timestamps are Prometheus'"
+        )
     if report["answer"].get("kind") != "Status":
         await _why_items(req, report["answer"]["items"], trace, provider.backends, why)
     for record in trace.queries:
@@ -304,6 +320,9 @@ def render_text(report: ExplainReport) -> str:
         for s in q.get("samples", []):
             labels = ",".join(f"{k}={v}" for k, v in sorted(s["labels"].items()))
             lines.append(f"  {{{labels}}} = {s['value']} @ {s['timestamp']}")
+    if "held" in report:
+        h = report["held"]
+        lines.append(f"held: the last good answer, read {h['ageSeconds']:.0f}s ago, at most {h['holdSeconds']:g}s")
     lines.append("why:")
     lines.extend(f"  - {line}" for line in report["why"])
     return "\n".join(lines)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import logging
 import operator
+import time
 import weakref
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
@@ -24,10 +25,11 @@ from adapter.backends.prometheus_backends import Backends
 from adapter.errors import AdapterError, NotConfigured, NotFinite, NotFound
 from adapter.naming.resources import GroupResource, ResourceInfo
 from adapter.provider.discovery import Catalog, CustomMetric, MetricSource
+from adapter.provider.held_answers import HeldAnswers
 from adapter.provider.queries import custom_query, external_query
 from adapter.query.promql import window_seconds
 from adapter.query.quantity import sample_quantity
-from adapter.self_metrics import AdapterMetrics
+from adapter.self_metrics import AdapterMetrics, HoldState
 from adapter.single_flight import SingleFlightCache
 from common.log_limit import LogLimit, left_out
 
@@ -69,6 +71,10 @@ class Trace:
     listing: Listing | None = None
     names: list[str] | None = None
     queries: list[QueryRecord] = field(default_factory=list)
+    # the answer was the question's last good one, given this many seconds before, Prometheus failing with
+    # held_error (--backend-failure-hold)
+    held_age: float | None = None
+    held_error: str = ""
 
 
 @dataclass(frozen=True)
@@ -98,9 +104,12 @@ class Provider:
         cache: SingleFlightCache[tuple[str, str], QueryResult],
         metrics: AdapterMetrics,
         resolve: Callable[[GroupResource], Awaitable[ResourceInfo | None]] | None = None,
+        hold: float = 0.0,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         """``resolve``: a resource the catalog's REST mapping does not know, looked up again (the REST mapper).
-        ``cache``: query results by backend and PromQL."""
+        ``cache``: query results by backend and PromQL. ``hold``: how long after Prometheus gave an answer it may
+        still be served while Prometheus fails (``held_answers.py``; 0: never)."""
         self.catalog = catalog
         self.resolve = resolve
         self.backends = Backends.of(prometheus)
@@ -114,6 +123,17 @@ class Provider:
         self._failure_log = LogLimit(_DROP_LOG_EVERY)
         # the one answer cache: the last answer to each request, reused while what it depends on is the same
         self._answers: LRUCache[CustomRequest, _Answer] = LRUCache(MEMO_BYTES, getsizeof=lambda a: a.weight)
+        self.held_custom: HeldAnswers[CustomRequest, MetricValues] = HeldAnswers(
+            "custom", hold, metrics, _weight, clock
+        )
+        self.held_external: HeldAnswers[ExternalRequest, list[ExternalValue]] = HeldAnswers(
+            "external", hold, metrics, _weight, clock
+        )
+        metrics.held_answers.watch(self.hold_states)
+
+    def hold_states(self) -> list[HoldState]:
+        """The answers held in Prometheus' place now, per API."""
+        return [self.held_custom.state(), self.held_external.state()]
 
     def resource_entries(self, group: str) -> list[ResourceEntry]:
         """The APIResourceList lines of a group, from memory; never raises."""
@@ -164,7 +184,26 @@ class Provider:
         return listing.names
 
     async def custom(self, req: CustomRequest, trace: Trace | None = None) -> MetricValues:
+        """The values of a custom-metrics request; while Prometheus fails, its last good values within the hold."""
         explaining, trace = trace is not None, trace or Trace()
+        try:
+            items = await self._custom(req, trace, explaining)
+        except AdapterError as e:
+            held = self.held_custom.instead_of(req, e)
+            if held is None:
+                raise
+            trace.held_age, trace.held_error = self.held_custom.age(held), held.error
+            if trace.names is None or req.name is not None:
+                return held.answer
+            # a pod deleted meanwhile has no value any more: the watch cache still knows which objects are asked
+            wanted = set(trace.names)
+            if all(item.described.name in wanted for item in held.answer):
+                return held.answer
+            return MetricValues(item for item in held.answer if item.described.name in wanted)
+        self.held_custom.keep(req, items)
+        return items
+
+    async def _custom(self, req: CustomRequest, trace: Trace, explaining: bool) -> MetricValues:
         info, metric = await self._served(req)
         names = await self._names(req, info, trace)
         if names == []:
@@ -235,6 +274,20 @@ class Provider:
         return MetricValues(found[n] for n in sorted(found))
 
     async def external(self, req: ExternalRequest, trace: Trace | None = None) -> list[ExternalValue]:
+        """The values of an external-metrics request; while Prometheus fails, its last good values within the hold."""
+        trace = trace or Trace()
+        try:
+            values = await self._external(req, trace)
+        except AdapterError as e:
+            held = self.held_external.instead_of(req, e)
+            if held is None:
+                raise
+            trace.held_age, trace.held_error = self.held_external.age(held), held.error
+            return held.answer
+        self.held_external.keep(req, values)
+        return values
+
+    async def _external(self, req: ExternalRequest, trace: Trace) -> list[ExternalValue]:
         metric = self.catalog().external_metric(req.metric)
         if metric is None:
             raise NotFound(f"the server could not find the external metric {req.metric}")
@@ -247,7 +300,7 @@ class Provider:
             return bool(result.samples)
 
         # several rules exposing one external name would be summed twice by the HPA: the first that answers wins
-        used = await self._fetch(metric.sources, query, answered, trace or Trace())
+        used = await self._fetch(metric.sources, query, answered, trace)
         for record in used[-1:]:
             for sample in record.result.samples if record.result else ():
                 # an empty value is no label, as in Prometheus's data model (MetricsQL's label_replace keeps q="")
@@ -312,3 +365,8 @@ class Provider:
             self._dropped_logged[(metric, name)] = True
             shown = raw if len(raw) <= 40 else f"{raw[:20]}...({len(raw)} characters)"
             log.warning("dropped %s = %s for %s: not a finite number", metric, shown, name)
+
+
+def _weight(values: list[MetricValue] | list[ExternalValue]) -> int:
+    """About the bytes an answer holds, as the answer memo weighs one."""
+    return (len(values) + 1) * ITEM_BYTES

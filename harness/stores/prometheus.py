@@ -80,10 +80,12 @@ def run_prometheus(
     extra_config: dict[str, Any] | None = None,
     extra_args: list[str] | None = None,
     extra_jobs: list[dict[str, Any]] | None = None,
+    port: int | None = None,
 ) -> Iterator[Prometheus]:
     """Start Prometheus scraping ``scrape_targets`` (host:port), and the scrape jobs of ``extra_jobs``, and stop it on
-    exit."""
-    port = free_port()
+    exit. ``port``: that of a Prometheus stopped before, to start it again where its clients look (default: a free
+    one)."""
+    port = port or free_port()
     config: dict[str, Any] = {
         "global": {"scrape_interval": scrape_interval, "evaluation_interval": scrape_interval},
         "scrape_configs": [

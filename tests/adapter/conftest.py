@@ -121,8 +121,10 @@ async def kube() -> AsyncIterator[FakeKubeAPIServer]:
 
 @pytest.fixture
 def make_adapter(aiohttp_client: AiohttpClient) -> Callable[..., Awaitable[Adapter]]:
-    async def make(settings: Settings, timing: Timing = DEFAULT_TIMING) -> Adapter:
-        client = await aiohttp_client(create_app(settings, timing=timing))
+    async def make(
+        settings: Settings, timing: Timing = DEFAULT_TIMING, clock: Callable[[], float] = time.monotonic
+    ) -> Adapter:
+        client = await aiohttp_client(create_app(settings, timing=timing, clock=clock))
         adapter = Adapter(client)
         if adapter.components.objects.api is not None:
             await wait_until(lambda: adapter.components.objects.synced, what="metadata cache synced")

@@ -21,6 +21,7 @@ def test_defaults_are_the_documented_ones() -> None:
     assert s.relist_interval == 60.0
     assert s.max_age == 60.0
     assert s.cache_ttl == 0.25
+    assert s.backend_failure_hold == 0.0  # a 503 at once while Prometheus fails, as before the flag
     assert s.secure_port == 6443
     assert s.config is None
     assert not s.insecure_serve_http
@@ -115,6 +116,11 @@ def test_every_flag_has_an_environment_variable_and_the_flag_wins() -> None:
             "the relist interval to 720h",
         ),
         (["--metrics-cache-ttl=1h"], "outside the valid range 0s to 10m"),
+        (
+            ["--backend-failure-hold=25h"],
+            "--backend-failure-hold (or GPUSCALE_ADAPTER_BACKEND_FAILURE_HOLD): 25h is outside",
+        ),
+        (["--backend-failure-hold=5"], "is not a duration like 30s"),
         (["--prometheus-timeout=10ms"], "outside the valid range 100ms to 5m"),
         (["--prometheus-verb=PUT"], "'PUT' is not one of GET, POST"),
         (["--prometheus-max-answer-bytes=2Gi"], "2Gi is outside the valid range 64Ki to 1Gi"),
@@ -246,3 +252,9 @@ def test_answer_sizes_in_bytes_or_binary_units(text: str, value: int) -> None:
 def test_bytes_in_flight_in_bytes_or_binary_units_or_0_for_no_bound(text: str, value: int) -> None:
     settings = parse_settings([], env={**BASE, "GPUSCALE_ADAPTER_PROMETHEUS_MAX_BYTES_IN_FLIGHT": text})
     assert settings.prometheus.max_bytes_in_flight == value
+
+
+def test_the_backend_failure_hold_is_read_from_the_flag_or_the_environment() -> None:
+    assert parse_settings(["--backend-failure-hold=5m"], env=BASE).backend_failure_hold == 300.0
+    env = {**BASE, "GPUSCALE_ADAPTER_BACKEND_FAILURE_HOLD": "90s"}
+    assert parse_settings([], env=env).backend_failure_hold == 90.0
