@@ -18,11 +18,11 @@ from typing import TypeAlias
 
 import grpc
 
-from adapter.errors import AdapterError, BadRequest
+from adapter.errors import AdapterError, BadRequest, quoted
 from adapter.keda.externalscaler import externalscaler_pb2 as pb
 from adapter.keda.externalscaler import externalscaler_pb2_grpc as pb_grpc
 from adapter.keda.metadata import LARGEST, NAMESPACE, ScalerQuery, parse_metadata
-from adapter.keda.status import INTERNAL_MESSAGE, status_of
+from adapter.keda.status import INTERNAL_MESSAGE, bounded, status_of
 from adapter.keda.values import value
 from adapter.provider.provider import Provider
 from adapter.self_metrics import AdapterMetrics
@@ -46,7 +46,7 @@ def whole(number: Decimal) -> int:
 def read(ref: pb.ScaledObjectRef) -> tuple[str, ScalerQuery]:
     """The namespace and the query of a ScaledObjectRef; ``BadRequest`` naming the field or key."""
     if not NAMESPACE.fullmatch(ref.namespace):
-        raise BadRequest(f"scaledObjectRef.namespace {ref.namespace!r} is not a namespace name")
+        raise BadRequest(f"scaledObjectRef.namespace {quoted(ref.namespace)} is not a namespace name")
     return ref.namespace, parse_metadata(ref.scalerMetadata)
 
 
@@ -81,7 +81,8 @@ class Scaler(pb_grpc.ExternalScalerServicer):
             raise
         except AdapterError as e:
             code, message = status_of(e)
-            log.log(logging.WARNING if code is grpc.StatusCode.UNAVAILABLE else logging.INFO, "%s: %s", method, e)
+            level = logging.WARNING if code is grpc.StatusCode.UNAVAILABLE else logging.INFO
+            log.log(level, "%s: %s", method, bounded(str(e)))
             await context.abort(code, message)
         except Exception:
             code = grpc.StatusCode.INTERNAL
@@ -112,7 +113,8 @@ class Scaler(pb_grpc.ExternalScalerServicer):
             # case the HPA asked it in: the HPA lowercases external metrics' names, and KEDA matches them ignoring case
             if request.metricName.casefold() != query.metric.casefold():
                 raise BadRequest(
-                    f"metricName {request.metricName!r} is not the trigger's scalerMetadata metricName {query.metric!r}"
+                    f"metricName {quoted(request.metricName)} is not the trigger's scalerMetadata metricName "
+                    f"{query.metric!r}"
                 )
             # the float is what KEDA reads; the exact sum is a decimal, and a float64 holds it to 16 digits. A sum
             # past what KEDA can hand on in int64 thousandths (or past float64) is that largest value: a demand
