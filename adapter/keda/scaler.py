@@ -21,16 +21,21 @@ import grpc
 from adapter.errors import AdapterError, BadRequest, quoted
 from adapter.keda.externalscaler import externalscaler_pb2 as pb
 from adapter.keda.externalscaler import externalscaler_pb2_grpc as pb_grpc
+from adapter.keda.handlers import Malformed
 from adapter.keda.metadata import LARGEST, NAMESPACE, ScalerQuery, parse_metadata
 from adapter.keda.status import INTERNAL_MESSAGE, bounded, status_of
 from adapter.keda.values import value
 from adapter.provider.provider import Provider
 from adapter.self_metrics import AdapterMetrics
+from common.log_limit import LogLimit, left_out
 
 log = logging.getLogger(__name__)
 
 Context: TypeAlias = "grpc.aio.ServicerContext[object, object]"
 _INT64 = (-(2**63), 2**63 - 1)
+# one line a minute per method and status code: a client repeating a bad call (a ScaledObject's wrong key every
+# polling interval, or malformed protobuf on purpose) must not fill the log; the next line says how many were left out
+LOG_EVERY_SECONDS = 60.0
 
 
 def whole(number: Decimal) -> int:
@@ -61,6 +66,7 @@ class Scaler(pb_grpc.ExternalScalerServicer):
         self.max_streams = max_streams
         self.open_streams = 0
         self._closing = asyncio.Event()
+        self._log_limit = LogLimit(LOG_EVERY_SECONDS)
 
     def close(self) -> None:
         """End every stream with OK, now and from now on: KEDA hears a clean end and opens its stream again, to
@@ -68,10 +74,14 @@ class Scaler(pb_grpc.ExternalScalerServicer):
         self._closing.set()
 
     @contextlib.asynccontextmanager
-    async def _call(self, method: str, context: Context) -> AsyncIterator[None]:
-        """Counts the call, and turns any error into its gRPC status (never a traceback to the caller)."""
+    async def _call(self, method: str, context: Context, request: object) -> AsyncIterator[None]:
+        """Counts the call, and turns any error into its gRPC status (never a traceback to the caller). A
+        ``Malformed`` request is answered here: the method's body never sees one."""
         started, code = time.monotonic(), grpc.StatusCode.OK
         try:
+            if isinstance(request, Malformed):
+                # protobuf's reason names the type, never the bytes; cut all the same
+                raise BadRequest(f"the request is not an {request.message} message: {request.reason[:200]}")
             yield
         except (asyncio.CancelledError, GeneratorExit):  # the client went away, or the server is stopping
             code = grpc.StatusCode.CANCELLED
@@ -81,12 +91,16 @@ class Scaler(pb_grpc.ExternalScalerServicer):
             raise
         except AdapterError as e:
             code, message = status_of(e)
-            level = logging.WARNING if code is grpc.StatusCode.UNAVAILABLE else logging.INFO
-            log.log(level, "%s: %s", method, bounded(str(e)))
+            held = self._log_limit.allow(f"{method} {code.name}")
+            if held is not None:
+                level = logging.WARNING if code is grpc.StatusCode.UNAVAILABLE else logging.INFO
+                log.log(level, "%s: %s%s", method, bounded(str(e)), left_out(held, LOG_EVERY_SECONDS))
             await context.abort(code, message)
         except Exception:
             code = grpc.StatusCode.INTERNAL
-            log.exception("%s failed", method)
+            held = self._log_limit.allow(f"{method} {code.name}")
+            if held is not None:
+                log.exception("%s failed%s", method, left_out(held, LOG_EVERY_SECONDS))
             await context.abort(code, INTERNAL_MESSAGE)
         finally:
             self.metrics.keda_requests.labels(method, code.name).inc()
@@ -94,12 +108,12 @@ class Scaler(pb_grpc.ExternalScalerServicer):
                 self.metrics.keda_request_seconds.labels(method).observe(time.monotonic() - started)
 
     async def IsActive(self, request: pb.ScaledObjectRef, context: Context) -> pb.IsActiveResponse:
-        async with self._call("IsActive", context):
+        async with self._call("IsActive", context, request):
             namespace, query = read(request)
             return pb.IsActiveResponse(result=await value(self.provider, namespace, query) > query.activation)
 
     async def GetMetricSpec(self, request: pb.ScaledObjectRef, context: Context) -> pb.GetMetricSpecResponse:
-        async with self._call("GetMetricSpec", context):
+        async with self._call("GetMetricSpec", context, request):
             _, query = read(request)
             spec = pb.MetricSpec(
                 metricName=query.metric, targetSizeFloat=float(query.target), targetSize=whole(query.target)
@@ -107,7 +121,7 @@ class Scaler(pb_grpc.ExternalScalerServicer):
             return pb.GetMetricSpecResponse(metricSpecs=[spec])
 
     async def GetMetrics(self, request: pb.GetMetricsRequest, context: Context) -> pb.GetMetricsResponse:
-        async with self._call("GetMetrics", context):
+        async with self._call("GetMetrics", context, request):
             namespace, query = read(request.scaledObjectRef)
             # KEDA asks by the name GetMetricSpec gave, its "s<trigger index>-" prefix taken off again, and in the
             # case the HPA asked it in: the HPA lowercases external metrics' names, and KEDA matches them ignoring case
@@ -130,7 +144,7 @@ class Scaler(pb_grpc.ExternalScalerServicer):
     ) -> AsyncIterator[pb.GetMetricSpecResponse]:
         # a trigger's target is in its metadata, which only a new ScaledObjectRef changes: nothing to push. KEDA
         # takes UNIMPLEMENTED as "ask GetMetricSpec", as it did before this call existed.
-        async with self._call("StreamMetricSpec", context):
+        async with self._call("StreamMetricSpec", context, request):
             await context.abort(
                 grpc.StatusCode.UNIMPLEMENTED, "the target is the trigger's targetValue; ask GetMetricSpec"
             )
@@ -145,7 +159,7 @@ class Scaler(pb_grpc.ExternalScalerServicer):
         when they begin and end and the stream stays open, sending nothing: KEDA keeps the activity it has, hears
         the same error from its polled IsActive, and the stream wakes the workload as soon as values return,
         instead of after KEDA's back-off (up to a minute) to reopen a stream."""
-        async with self._call("StreamIsActive", context):
+        async with self._call("StreamIsActive", context, request):
             if self.open_streams >= self.max_streams:
                 await context.abort(
                     grpc.StatusCode.RESOURCE_EXHAUSTED,

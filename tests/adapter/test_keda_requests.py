@@ -1,8 +1,9 @@
-"""Hostile requests to KEDA's external scaler, over real gRPC: values as long as a call may carry are refused with
-INVALID_ARGUMENT and a short message."""
+"""Hostile requests to KEDA's external scaler, over real gRPC: values as long as a call may carry and bytes that are
+not protobuf are refused with INVALID_ARGUMENT and a short message, and logged at a bounded rate."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any
 
@@ -23,6 +24,7 @@ DIGITS = "1" * 30_000 + "x"
 LONGEST = "1" * 60_000 + "x"
 SHORT = 400  # a refusal names the key and quotes at most a cut of the value
 SERVICE = "/externalscaler.ExternalScaler/"
+RAW = (None, None)  # no serializers: the bytes go out as they are, and come back as bytes
 
 
 @pytest.fixture
@@ -84,3 +86,52 @@ async def test_a_long_metric_name_asked_for_is_quoted_cut(channel: grpc.aio.Chan
     assert error.code() is grpc.StatusCode.INVALID_ARGUMENT
     assert "metricName 'mmm" in str(error.details())
     assert len(str(error.details())) < SHORT
+
+
+@pytest.mark.parametrize(
+    ("method", "message", "streams"),
+    [
+        ("IsActive", "externalscaler.ScaledObjectRef", False),
+        ("GetMetricSpec", "externalscaler.ScaledObjectRef", False),
+        ("GetMetrics", "externalscaler.GetMetricsRequest", False),
+        ("StreamIsActive", "externalscaler.ScaledObjectRef", True),
+        ("StreamMetricSpec", "externalscaler.ScaledObjectRef", True),
+    ],
+)
+@pytest.mark.parametrize(
+    "data",
+    [
+        b"\xff\xff\xff",  # a field number past protobuf's range
+        b"\x0a\x05ab",  # a string field longer than the bytes left
+        b"\x12\x02\xff\xfe",  # ScaledObjectRef.namespace (or GetMetricsRequest's ref): not UTF-8
+    ],
+    ids=["tag", "length", "utf8"],
+)
+async def test_bytes_that_are_not_the_message_are_invalid_argument(
+    channel: grpc.aio.Channel, method: str, message: str, streams: bool, data: bytes
+) -> None:
+    call: Awaitable[Any]
+    if streams:
+        call = anext(aiter(channel.unary_stream(SERVICE + method, *RAW)(data)))
+    else:
+        call = channel.unary_unary(SERVICE + method, *RAW)(data)
+    error = await refused(call)
+    assert error.code() is grpc.StatusCode.INVALID_ARGUMENT, error.details()  # before: UNKNOWN
+    assert f"the request is not an {message} message: " in str(error.details())
+
+
+async def test_malformed_calls_are_logged_at_a_bounded_rate_without_tracebacks(
+    channel: grpc.aio.Channel, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO)
+    is_active = channel.unary_unary(SERVICE + "IsActive", *RAW)
+    for _ in range(200):
+        assert (await refused(is_active(b"\xff\xff\xff"))).code() is grpc.StatusCode.INVALID_ARGUMENT
+    # before: 200 tracebacks from grpc's own logger, 750 bytes each
+    assert "Traceback" not in caplog.text
+    assert not [r for r in caplog.records if r.name.startswith("grpc")]
+    said = [r.getMessage() for r in caplog.records if r.name == "adapter.keda.scaler"]
+    assert said == [
+        "IsActive: the request is not an externalscaler.ScaledObjectRef message: Error parsing message with "
+        "type 'externalscaler.ScaledObjectRef': Wire format was corrupt"
+    ]
