@@ -12,7 +12,8 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Coroutine
+from collections import Counter
+from collections.abc import AsyncGenerator, AsyncIterator
 from decimal import ROUND_CEILING, Decimal
 from typing import TypeAlias
 
@@ -23,6 +24,7 @@ from adapter.keda.externalscaler import externalscaler_pb2 as pb
 from adapter.keda.externalscaler import externalscaler_pb2_grpc as pb_grpc
 from adapter.keda.handlers import Malformed
 from adapter.keda.metadata import LARGEST, NAMESPACE, ScalerQuery, parse_metadata
+from adapter.keda.questions import Questions
 from adapter.keda.status import INTERNAL_MESSAGE, bounded, status_of
 from adapter.keda.values import value
 from adapter.provider.provider import Provider
@@ -58,20 +60,30 @@ def read(ref: pb.ScaledObjectRef) -> tuple[str, ScalerQuery]:
 class Scaler(pb_grpc.ExternalScalerServicer):
     """``externalscaler.ExternalScaler`` on the provider the HTTP APIs use."""
 
-    def __init__(self, provider: Provider, metrics: AdapterMetrics, interval: float, max_streams: int) -> None:
-        """``interval``: how often a stream asks for its value again; ``max_streams``: how many may be open."""
+    def __init__(
+        self,
+        provider: Provider,
+        metrics: AdapterMetrics,
+        interval: float,
+        max_streams: int,
+        max_streams_per_namespace: int,
+    ) -> None:
+        """``interval``: how often a stream's question is asked again; ``max_streams``: how many streams may be open,
+        ``max_streams_per_namespace`` of them asking in one namespace."""
         self.provider = provider
         self.metrics = metrics
         self.interval = interval
         self.max_streams = max_streams
+        self.max_streams_per_namespace = max_streams_per_namespace
         self.open_streams = 0
-        self._closing = asyncio.Event()
+        self.streams_of: Counter[str] = Counter()  # open streams by namespace
+        self.questions = Questions(provider, interval)
         self._log_limit = LogLimit(LOG_EVERY_SECONDS)
 
     def close(self) -> None:
         """End every stream with OK, now and from now on: KEDA hears a clean end and opens its stream again, to
         another replica behind the Service."""
-        self._closing.set()
+        self.questions.close()
 
     @contextlib.asynccontextmanager
     async def _call(self, method: str, context: Context, request: object) -> AsyncIterator[None]:
@@ -151,8 +163,9 @@ class Scaler(pb_grpc.ExternalScalerServicer):
         yield pb.GetMetricSpecResponse()  # never reached: makes this a stream handler
 
     async def StreamIsActive(self, request: pb.ScaledObjectRef, context: Context) -> AsyncIterator[pb.IsActiveResponse]:
-        """The activity now, then each change of it, asking every ``interval``; until the client goes (gRPC cancels
-        this generator where it waits) or the server stops.
+        """The activity now, then each change of it, its question asked every ``interval`` (once for every stream
+        asking it, ``questions.py``); until the client goes (gRPC cancels this generator where it waits) or the
+        server stops.
 
         An error before the first answer ends the stream with its status (a bad key, a metric that does not exist,
         Prometheus down), since KEDA reports that and tries again. Once the first answer is sent, errors are logged
@@ -160,57 +173,45 @@ class Scaler(pb_grpc.ExternalScalerServicer):
         the same error from its polled IsActive, and the stream wakes the workload as soon as values return,
         instead of after KEDA's back-off (up to a minute) to reopen a stream."""
         async with self._call("StreamIsActive", context, request):
+            namespace, query = read(request)
             if self.open_streams >= self.max_streams:
                 await context.abort(
                     grpc.StatusCode.RESOURCE_EXHAUSTED,
                     f"{self.open_streams} StreamIsActive streams are open, the most --keda-max-streams allows",
                 )
+            # a share for each namespace: whoever may create ScaledObjects in one cannot take every place
+            if self.streams_of[namespace] >= self.max_streams_per_namespace:
+                await context.abort(
+                    grpc.StatusCode.RESOURCE_EXHAUSTED,
+                    f"{self.streams_of[namespace]} StreamIsActive streams of namespace {namespace} are open, the "
+                    "most --keda-max-streams-per-namespace allows",
+                )
             self.open_streams += 1
+            self.streams_of[namespace] += 1
             self.metrics.keda_streams.inc()
             try:
-                async with contextlib.aclosing(self._activity(request)) as activity:
+                async with contextlib.aclosing(self._activity(namespace, query)) as activity:
                     async for active in activity:
                         self.metrics.keda_stream_updates.inc()
                         yield pb.IsActiveResponse(result=active)
             finally:
                 self.open_streams -= 1
+                self.streams_of[namespace] -= 1
+                if not self.streams_of[namespace]:
+                    del self.streams_of[namespace]
                 self.metrics.keda_streams.dec()
 
-    async def _activity(self, request: pb.ScaledObjectRef) -> AsyncGenerator[bool, None]:
-        namespace, query = read(request)
+    async def _activity(self, namespace: str, query: ScalerQuery) -> AsyncGenerator[bool, None]:
         last: bool | None = None
-        failing = False
-        while not self._closing.is_set():
-            try:
-                number = await self._unless_closing(value(self.provider, namespace, query))
-                if number is None:
-                    return  # the server stops: the stream ends with OK, not cut by the stop's grace
-                active = number > query.activation
-            except AdapterError as e:
-                if last is None:
-                    raise
-                if not failing:
-                    log.warning("StreamIsActive %s/%s: %s; the stream waits for values", namespace, query.metric, e)
-                failing = True
-            else:
-                if failing:
-                    log.info("StreamIsActive %s/%s: values are back", namespace, query.metric)
-                    failing = False
+        seen = 0
+        with self.questions.asking(namespace, query) as question:
+            while (news := await question.after(seen)) is not None:  # None: the server stops, the stream ends OK
+                outcome, seen = news
+                if isinstance(outcome, Exception):
+                    if last is None or not isinstance(outcome, AdapterError):
+                        raise outcome
+                    continue  # the question logs when errors begin and end
+                active = outcome > query.activation
                 if active != last:
                     last = active
                     yield active
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(self.interval):
-                    await self._closing.wait()
-
-    async def _unless_closing(self, asked: Coroutine[object, object, Decimal]) -> Decimal | None:
-        """What ``asked`` answers, or None as soon as the server stops (``asked`` is then cancelled)."""
-        answer = asyncio.ensure_future(asked)
-        closing = asyncio.ensure_future(self._closing.wait())
-        try:
-            await asyncio.wait((answer, closing), return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            closing.cancel()
-            if not answer.done():
-                answer.cancel()
-        return answer.result() if answer.done() and not answer.cancelled() else None
