@@ -209,7 +209,9 @@ class Scaler(pb_grpc.ExternalScalerServicer):
                 outcome, seen = news
                 if isinstance(outcome, Exception):
                     if last is None or not isinstance(outcome, AdapterError):
-                        raise outcome
+                        # one error object for every stream of the question: each raise starts its own traceback,
+                        # rather than adding its frames to those of the streams that raised it before
+                        raise outcome.with_traceback(None)
                     continue  # the question logs when errors begin and end
                 active = outcome > query.activation
                 if active != last:
