@@ -79,7 +79,9 @@ async def _keda_ctx(app: web.Application) -> AsyncIterator[None]:
     if not settings.insecure_serve_http:
         serving = app.get(SERVING) or tls.serving_tls(settings.tls, request_certs=False)
         certificates = ScalerCertificates(serving.cert, serving.key, keda.client_ca_file)
-    scaler = Scaler(app[COMPONENTS].provider, metrics, keda.stream_interval, keda.max_streams)
+    scaler = Scaler(
+        app[COMPONENTS].provider, metrics, keda.stream_interval, keda.max_streams, keda.max_streams_per_namespace
+    )
     unused_ca = str(keda.client_ca_file) if certificates is None and keda.client_ca_file is not None else ""
     server = app[KEDA] = ScalerServer(keda.address, scaler, certificates, unused_ca)
     await server.start()

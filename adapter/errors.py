@@ -188,3 +188,16 @@ class TemplateError(ValueError):
 
 class CertificateRejected(Exception):
     """The certificate does not chain to the bundle, or may not be used by a client."""
+
+
+# how much of a client's value an error quotes: enough to recognise it, never all of a hostile one
+QUOTED_CHARACTERS = 64
+
+
+def quoted(value: str, *, tail: bool = False) -> str:
+    """A client's value as an error message shows it: its ``repr``, or past ``QUOTED_CHARACTERS`` a cut of it (its
+    end with ``tail``) and its length, so that a message stays short whatever the request held."""
+    if len(value) <= QUOTED_CHARACTERS:
+        return repr(value)
+    cut = value[-QUOTED_CHARACTERS // 2 :] if tail else value[: QUOTED_CHARACTERS // 2]
+    return f"{'...' if tail else ''}{cut!r}{'' if tail else '...'} ({len(value)} characters)"

@@ -32,5 +32,10 @@ FLAGS: tuple[Flag, ...] = (
          default="1s", help="how often each StreamIsActive stream asks for its value again, 100ms to 1m"),
     flag("--keda-max-streams", field="keda.max_streams", parse=integer(1, 100_000), default="1000",
          help="most StreamIsActive streams open at once, 1 to 100000; one more is refused (RESOURCE_EXHAUSTED)"),
+    # KEDA opens one stream per external-push trigger: 100 is more push triggers than a team's namespace holds, and
+    # with the default --keda-max-streams leaves 900 places to the other namespaces
+    flag("--keda-max-streams-per-namespace", field="keda.max_streams_per_namespace", parse=integer(1, 100_000),
+         default="100", help="most StreamIsActive streams open at once asking in one namespace, 1 to 100000; one "
+         "more is refused (RESOURCE_EXHAUSTED), so that no namespace takes every place"),
 )  # fmt: skip
 default = defaults_of(FLAGS)

@@ -17,7 +17,7 @@ from decimal import Decimal
 from enum import Enum
 
 from adapter.api.paths import CUSTOM_GROUP, EXTERNAL_GROUP
-from adapter.errors import BadRequest, NotFinite
+from adapter.errors import BadRequest, NotFinite, quoted
 from adapter.query.quantity import in_range
 from adapter.query.selectors import Selector, parse_selector
 
@@ -33,7 +33,20 @@ KEDA_KEYS = ("scalerAddress", "enableTLS", "unsafeSsl")  # the external trigger'
 # larger one than LARGEST overflow
 SMALLEST_TARGET = Decimal("0.001")
 LARGEST = Decimal(2**63 - 1) / 1000
-_NUMBER = re.compile(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?")
+# Every value is bounded before it is parsed, and every error quotes at most a cut of it (``quoted``): KEDA passes a
+# trigger's metadata on unchanged, so whoever may create a ScaledObject writes these strings, up to the 64 KiB a
+# call may carry. A number: float64's longest shortest form is 24 characters (-2.2250738585072014e-308), a target
+# in KEDA's int64 thousandths 23; 64 leaves room for zeros written out (0.000000000001) and refuses the rest before
+# any pattern sees it (30,000 digits and an "x" held the event loop 18 s in the pattern this one replaces).
+NUMBER_CHARACTERS = 64
+# a metric's name: the longest name a Kubernetes object may have; the names rules give are far shorter
+METRIC_NAME_CHARACTERS = 253
+# a selector: 4 KiB is a dozen requirements on the longest keys (317 characters) and values (63), with sets; its
+# parser is linear, this bounds the PromQL an external metric's selector becomes
+SELECTOR_CHARACTERS = 4096
+# one way to read each number (the integer part, then the fraction, then the exponent): no two ways to split the
+# digits, so a failed match is linear, not the quadratic search of the ambiguous ``[0-9]+\.?[0-9]*``
+_NUMBER = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
 # the versions a trigger's question is asked in, as the HPA asks it: the provider's answer memo is keyed by the
 # request, version included, so the scaler and the HTTP API share answers
 CUSTOM_VERSION = "v1beta2"
@@ -67,6 +80,7 @@ def _number(metadata: Mapping[str, str], key: str, default: str | None) -> Decim
     text = metadata.get(key, default)
     if text is None:
         raise BadRequest(f"scalerMetadata: {key} is required")
+    _bounded(key, text, NUMBER_CHARACTERS, "write a large or a small number with an exponent, as 1e30")
     if not _NUMBER.fullmatch(text):
         raise BadRequest(f"scalerMetadata: {key} {text!r} is not a number")
     try:
@@ -75,23 +89,35 @@ def _number(metadata: Mapping[str, str], key: str, default: str | None) -> Decim
         raise BadRequest(f"scalerMetadata: {key} {text!r} is beyond float64's range") from None
 
 
+def _bounded(key: str, text: str, most: int, hint: str = "") -> None:
+    """``BadRequest`` for a value longer than ``most`` characters, quoting only a cut of it."""
+    if len(text) > most:
+        raise BadRequest(
+            f"scalerMetadata: {key} {quoted(text)} is longer than the {most} characters it may have"
+            + (f": {hint}" if hint else "")
+        )
+
+
 def parse_metadata(metadata: Mapping[str, str]) -> ScalerQuery:
     """The trigger's metadata as a query; ``BadRequest`` naming the first key that is missing, unknown or wrong."""
     unknown = sorted(set(metadata) - set(KEYS) - set(KEDA_KEYS))
     if unknown:
         raise BadRequest(
-            f"scalerMetadata: unknown key {unknown[0]!r} (known keys: {', '.join(sorted(KEYS))}; KEDA's own, "
+            f"scalerMetadata: unknown key {quoted(unknown[0])} (known keys: {', '.join(sorted(KEYS))}; KEDA's own, "
             f"not read: {', '.join(KEDA_KEYS)})"
         )
     metric = metadata.get("metricName", "")
     if not metric:
         raise BadRequest("scalerMetadata: metricName is required: a metric the adapter serves")
+    _bounded("metricName", metric, METRIC_NAME_CHARACTERS)
     kind = metadata.get("metricType", MetricType.PODS.value)
     try:
         metric_type = MetricType(kind)
     except ValueError:
-        raise BadRequest(f"scalerMetadata: metricType {kind!r} is not pods or external") from None
-    selector = parse_selector(metadata.get("labelSelector", ""), "scalerMetadata labelSelector")
+        raise BadRequest(f"scalerMetadata: metricType {quoted(kind)} is not pods or external") from None
+    selector_text = metadata.get("labelSelector", "")
+    _bounded("labelSelector", selector_text, SELECTOR_CHARACTERS)
+    selector = parse_selector(selector_text, "scalerMetadata labelSelector")
     target = _number(metadata, "targetValue", None)
     if not SMALLEST_TARGET <= target <= LARGEST:
         raise BadRequest(

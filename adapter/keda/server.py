@@ -9,7 +9,7 @@ import grpc
 
 from adapter.errors import ConfigError
 from adapter.keda.credentials import ScalerCertificates
-from adapter.keda.externalscaler import externalscaler_pb2_grpc as pb_grpc
+from adapter.keda.handlers import add_scaler
 from adapter.keda.scaler import Scaler
 
 log = logging.getLogger(__name__)
@@ -48,7 +48,7 @@ class ScalerServer:
                 ("grpc.so_reuseport", 0),
             ],
         )
-        pb_grpc.add_ExternalScalerServicer_to_server(scaler, self._server)  # type: ignore[no-untyped-call]
+        add_scaler(scaler, self._server)  # malformed requests answered INVALID_ARGUMENT, not UNKNOWN
 
     async def start(self) -> None:
         try:

@@ -31,9 +31,22 @@ _CODES: tuple[tuple[type[AdapterError], grpc.StatusCode], ...] = (
     (BackendError, grpc.StatusCode.UNAVAILABLE),
 )
 INTERNAL_MESSAGE = "the adapter failed to answer; see its log"
+# the message travels in the grpc-message trailer, each byte past ASCII written as three (%XX); grpcio clients
+# refuse trailers over 8 KiB, turning the answer into RESOURCE_EXHAUSTED. Errors quote their values cut already;
+# this bounds what they say about several at once (a selector and the same question as an HTTP path)
+MESSAGE_BYTES = 2048
 
 
 def status_of(error: AdapterError) -> tuple[grpc.StatusCode, str]:
     """The code and the message a client may see (backend errors keep their detail for the log, as over HTTP)."""
     code = next((c for kind, c in _CODES if isinstance(error, kind)), grpc.StatusCode.INTERNAL)
-    return code, error.client_message
+    return code, bounded(error.client_message)
+
+
+def bounded(message: str) -> str:
+    """``message``, or its first ``MESSAGE_BYTES`` bytes of UTF-8 and how long it was."""
+    data = message.encode()
+    if len(data) <= MESSAGE_BYTES:
+        return message
+    cut = data[: MESSAGE_BYTES - 64].decode(errors="ignore")  # a character cut in two is left out
+    return f"{cut}... (cut: {len(data)} bytes)"

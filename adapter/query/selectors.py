@@ -15,7 +15,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from enum import Enum
 
-from adapter.errors import BadRequest
+from adapter.errors import BadRequest, quoted
 
 
 class Op(Enum):
@@ -145,7 +145,7 @@ class _Parser:
         self.pos = 0
 
     def fail(self, message: str) -> BadRequest:
-        return BadRequest(f"unable to parse {self.what} {self.text!r}: {message}")
+        return BadRequest(f"unable to parse {self.what} {quoted(self.text)}: {message}")
 
     def peek(self) -> tuple[str, str]:
         return self.tokens[self.pos]
@@ -153,10 +153,10 @@ class _Parser:
     def take(self, *kinds: str) -> str:
         kind, word = self.tokens[self.pos]
         if kind not in kinds:
-            found = repr(word) if word else "the end"
+            found = quoted(word) if word else "the end"
             expected = " or ".join(_EXPECTED.get(k, repr(k)) for k in kinds)
             read = self.text[: self.starts[self.pos]].rstrip()
-            where = f"after {read!r}" if read else "at the start"
+            where = f"after {quoted(read, tail=True)}" if read else "at the start"
             raise self.fail(f"found {found} {where}, expected {expected}")
         self.pos += 1
         return word
@@ -185,7 +185,7 @@ class _Parser:
         if op in (Op.GREATER_THAN, Op.LESS_THAN):
             number = self.take("id")
             if not re.fullmatch(r"-?[0-9]+", number):
-                raise self.fail(f"for {op.value!r} the value must be an integer, not {number!r}")
+                raise self.fail(f"for {op.value!r} the value must be an integer, not {quoted(number)}")
             return Requirement(key, op, (number,))
         value = self.take("id") if self.peek()[0] == "id" else ""
         return Requirement(key, op, (self.value(value),))
@@ -204,10 +204,10 @@ class _Parser:
     def key(self, key: str) -> str:
         prefix, _, name = key.rpartition("/")
         if "/" in key and (not prefix or len(prefix) > 253 or not _DNS_SUBDOMAIN.match(prefix)):
-            raise self.fail(f"invalid label key {key!r}: the prefix must be a DNS subdomain")
+            raise self.fail(f"invalid label key {quoted(key)}: the prefix must be a DNS subdomain")
         if len(name) > 63 or not _NAME.match(name):
             raise self.fail(
-                f"invalid label key {key!r}: name part must be 63 characters or less, consist of "
+                f"invalid label key {quoted(key)}: name part must be 63 characters or less, consist of "
                 "alphanumerics, '-', '_' or '.', and start and end with an alphanumeric"
             )
         return key
@@ -215,7 +215,7 @@ class _Parser:
     def value(self, value: str) -> str:
         if value and (len(value) > 63 or not _NAME.match(value)):
             raise self.fail(
-                f"invalid label value {value!r}: must be 63 characters or less, empty or consist of "
+                f"invalid label value {quoted(value)}: must be 63 characters or less, empty or consist of "
                 "alphanumerics, '-', '_' or '.', and start and end with an alphanumeric"
             )
         return value

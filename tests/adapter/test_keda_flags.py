@@ -17,8 +17,8 @@ from harness.processes import free_port
 BASE = {"GPUSCALE_ADAPTER_PROMETHEUS_URL": "http://localhost:9090"}
 
 
-def test_off_by_default_with_a_one_second_stream_and_a_thousand_streams() -> None:
-    assert parse_settings([], env=BASE).keda == KedaSettings(None, None, 1.0, 1000)
+def test_off_by_default_with_a_one_second_stream_and_a_thousand_streams_a_hundred_a_namespace() -> None:
+    assert parse_settings([], env=BASE).keda == KedaSettings(None, None, 1.0, 1000, 100)
 
 
 @pytest.mark.parametrize(
@@ -43,8 +43,9 @@ def test_every_flag_has_its_variable() -> None:
         "GPUSCALE_ADAPTER_KEDA_CLIENT_CA_FILE": "/ca.pem",
         "GPUSCALE_ADAPTER_KEDA_STREAM_INTERVAL": "250ms",
         "GPUSCALE_ADAPTER_KEDA_MAX_STREAMS": "10",
+        "GPUSCALE_ADAPTER_KEDA_MAX_STREAMS_PER_NAMESPACE": "5",
     }
-    assert parse_settings([], env=env).keda == KedaSettings("0.0.0.0:9443", Path("/ca.pem"), 0.25, 10)
+    assert parse_settings([], env=env).keda == KedaSettings("0.0.0.0:9443", Path("/ca.pem"), 0.25, 10, 5)
 
 
 @pytest.mark.parametrize(
@@ -66,6 +67,8 @@ def test_every_flag_has_its_variable() -> None:
         (["--keda-stream-interval=2m"], "2m is outside the valid range 100ms to 1m"),
         (["--keda-max-streams=0"], "--keda-max-streams (or GPUSCALE_ADAPTER_KEDA_MAX_STREAMS): 0 is outside"),
         (["--keda-max-streams=many"], "'many' is not a whole number from 1 to 100000"),
+        (["--keda-max-streams-per-namespace=0"], "--keda-max-streams-per-namespace (or "
+         "GPUSCALE_ADAPTER_KEDA_MAX_STREAMS_PER_NAMESPACE): 0 is outside"),
     ],
 )  # fmt: skip
 def test_bad_values_are_refused_naming_the_flag(argv: list[str], message: str) -> None:

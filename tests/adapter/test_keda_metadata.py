@@ -98,3 +98,55 @@ def test_the_same_question_over_http() -> None:
 )
 def test_the_deprecated_integer_fields_are_the_ceiling_within_int64(number: str, integer: int) -> None:
     assert whole(Decimal(number)) == integer
+
+
+@pytest.mark.parametrize("key", ["targetValue", "activationValue"])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "1" * 65,  # a number all the same: the length is refused before any pattern reads the value
+        "1" * 30_000 + "x",  # the red team's: 18 s of the event loop in the pattern this bound now guards
+        "0." + "0" * 70 + "1",
+    ],
+    ids=["number", "digits-and-x", "zeros"],
+)
+def test_a_number_longer_than_64_characters_is_refused_for_its_length(key: str, text: str) -> None:
+    with pytest.raises(BadRequest) as e:
+        parse_metadata({**BASE, key: text})
+    message = str(e.value)
+    assert message == (
+        f"scalerMetadata: {key} {text[:32]!r}... ({len(text)} characters) is longer than the 64 characters it may "
+        "have: write a large or a small number with an exponent, as 1e30"
+    )
+
+
+@pytest.mark.parametrize("text", ["1" * 63 + "x", "1" * 32 + "." + "1" * 30 + "x", "." + "1" * 62 + "e"])
+def test_a_number_at_the_bound_that_is_not_one_is_refused_as_not_a_number(text: str) -> None:
+    with pytest.raises(BadRequest, match=r"targetValue '.*' is not a number"):
+        parse_metadata({**BASE, "targetValue": text})
+
+
+@pytest.mark.parametrize("text", ["1" * 64, "0." + "0" * 60 + "12", "-" + "9" * 15 + "." + "9" * 47, "+.5E-3"])
+def test_a_number_at_the_bound_is_read(text: str) -> None:
+    assert parse_metadata({**BASE, "activationValue": text}).activation == Decimal(text)
+
+
+@pytest.mark.parametrize(
+    ("metadata", "message"),
+    [
+        ({**BASE, "metricName": "m" * 254}, "scalerMetadata: metricName 'mmmm"),
+        ({**BASE, "labelSelector": "a=b," * 1024 + "c"}, "scalerMetadata: labelSelector 'a=b,a=b,"),
+        ({**BASE, "metricType": "p" * 60_000}, "scalerMetadata: metricType 'pppp"),
+        ({**BASE, "k" * 60_000: "1"}, "scalerMetadata: unknown key 'kkkk"),
+        # within the selector's bound, its parser's errors quote cuts too
+        ({**BASE, "labelSelector": "a=b," * 1000 + "(c"}, "unable to parse scalerMetadata labelSelector 'a=b,"),
+        ({**BASE, "labelSelector": "a" * 4000}, "invalid label key 'aaaa"),
+        ({**BASE, "labelSelector": "a=" + "b" * 4000}, "invalid label value 'bbbb"),
+    ],
+    ids=["metricName", "labelSelector", "metricType", "key", "selector-syntax", "selector-key", "selector-value"],
+)
+def test_every_error_quotes_at_most_a_cut_of_a_long_value(metadata: dict[str, str], message: str) -> None:
+    with pytest.raises(BadRequest) as e:
+        parse_metadata(metadata)
+    assert message in str(e.value)
+    assert len(str(e.value)) < 400, str(e.value)

@@ -1,5 +1,6 @@
 """StreamIsActive: the activity, then each change of it, across the activation value both ways; many streams at once,
-each closed by its client, leave nothing running; one stream past --keda-max-streams is refused."""
+each closed by its client, leave nothing running; one stream past --keda-max-streams, or past a namespace's share, is
+refused; streams asking one question share its queries."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from adapter.app import KEDA
 from adapter.keda.externalscaler import externalscaler_pb2 as pb
 from adapter.keda.externalscaler import externalscaler_pb2_grpc as pb_grpc
 from adapter.keda.settings import KedaSettings
+from adapter.settings import parse_settings
 from harness.adapter.in_process import Adapter, settings_for
 from harness.kube.api import FakeKubeAPIServer
 from harness.stores.exporter import GPU, Exporter, exposition
@@ -74,7 +76,7 @@ async def next_activity(stream: Any) -> bool:
 async def test_a_stream_follows_the_value_across_the_activation_value_both_ways(
     moving: tuple[Prometheus, Level], make_adapter: MakeAdapter, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.INFO, "adapter.keda.scaler")
+    caplog.set_level(logging.INFO, "adapter.keda")
     prometheus, level = moving
     proxy = PrometheusProxy(prometheus.url)
     await proxy.start()
@@ -112,7 +114,7 @@ async def test_a_stream_follows_the_value_across_the_activation_value_both_ways(
             assert await next_activity(stream) is True
             said = [r.getMessage() for r in caplog.records if r.getMessage().startswith("StreamIsActive")]
             assert said[0].startswith("StreamIsActive llm/gpu_utilization: Prometheus ")
-            assert said[0].endswith("; the stream waits for values")
+            assert said[0].endswith("; its streams wait for values")
             assert said[1:] == ["StreamIsActive llm/gpu_utilization: values are back"]
             stream.cancel()
             await wait_until(lambda: adapter.client.app[KEDA].scaler.open_streams == 0, what="the stream to end")
@@ -193,3 +195,68 @@ async def test_stopping_ends_streams_with_ok_while_their_values_are_being_asked(
         for stream in streams:
             assert await stream.read() is grpc.aio.EOF  # type: ignore[attr-defined]
             assert await stream.code() is grpc.StatusCode.OK  # KEDA opens it again at once, not after a back-off
+
+
+@pytest.fixture
+async def counted(
+    kube: FakeKubeAPIServer, proxy: PrometheusProxy, make_adapter: MakeAdapter, tmp_path: Path
+) -> Adapter:
+    # no query cache, and a stream's question asked again only after a minute: every query the proxy counts was
+    # asked for a stream that opened
+    keda = KedaSettings("127.0.0.1:0", stream_interval=60.0)
+    settings = settings_for(proxy.url, kube.kubeconfig(tmp_path / "kubeconfig"), keda=keda, cache_ttl=0.0)
+    return await make_adapter(settings)
+
+
+async def test_streams_asking_one_question_share_its_queries(counted: Adapter, proxy: PrometheusProxy) -> None:
+    scaler_ = counted.client.app[KEDA].scaler
+    async with scaler(counted) as stub:
+        before = proxy.count("/api/v1/query")
+        first = stub.StreamIsActive(ref(TRAINERS, "ml"))
+        assert await next_activity(first) is True
+        one = proxy.count("/api/v1/query") - before
+        assert one >= 1
+        # twenty more, one after another, the activation value differing: each compares the one value on its own
+        streams = [first]
+        for n in range(20):
+            stream = stub.StreamIsActive(ref({**TRAINERS, "activationValue": "1e9" if n % 2 else "0"}, "ml"))
+            assert await next_activity(stream) is (n % 2 == 0)
+            streams.append(stream)
+        # before, each stream asked on its own: 21 times the queries of one
+        assert proxy.count("/api/v1/query") - before == one
+        assert len(scaler_.questions) == 1
+        # another selector is another question
+        other = stub.StreamIsActive(ref({**TRAINERS, "labelSelector": "app in (trainer,other)"}, "ml"))
+        assert await next_activity(other) is True
+        assert proxy.count("/api/v1/query") - before > one
+        assert len(scaler_.questions) == 2
+        for stream in [*streams, other]:
+            stream.cancel()
+        await wait_until(lambda: len(scaler_.questions) == 0, what="the questions to be dropped")
+
+
+async def test_one_namespace_takes_at_most_its_share_of_the_streams(
+    kube: FakeKubeAPIServer, prometheus: Prometheus, make_adapter: MakeAdapter, tmp_path: Path
+) -> None:
+    flags = ["--keda-scaler-address=127.0.0.1:0", "--keda-stream-interval=100ms", "--keda-max-streams-per-namespace=2"]
+    keda = parse_settings(flags, env={"GPUSCALE_ADAPTER_PROMETHEUS_URL": prometheus.adapter_url}).keda
+    adapter = await make_adapter(
+        settings_for(prometheus.adapter_url, kube.kubeconfig(tmp_path / "kubeconfig"), keda=keda)
+    )
+    server = adapter.client.app[KEDA]
+    serving = {"metricName": "gpu_utilization", "targetValue": "1"}
+    async with scaler(adapter) as stub:
+        # distinct selectors: distinct questions, each a query a tick
+        ml = [stub.StreamIsActive(ref({**TRAINERS, "labelSelector": s}, "ml")) for s in ("app=trainer", "app")]
+        assert await asyncio.gather(*map(next_activity, ml)) == [True, True]
+        with pytest.raises(grpc.aio.AioRpcError) as e:
+            await next_activity(stub.StreamIsActive(ref(TRAINERS, "ml")))
+        assert e.value.code() is grpc.StatusCode.RESOURCE_EXHAUSTED
+        assert e.value.details() == (
+            "2 StreamIsActive streams of namespace ml are open, the most --keda-max-streams-per-namespace allows"
+        )
+        # the other namespaces' places are theirs
+        assert await next_activity(stub.StreamIsActive(ref(serving, "serving"))) is True
+        ml[0].cancel()
+        await wait_until(lambda: server.scaler.streams_of["ml"] == 1, what="the ml stream to end")
+        assert await next_activity(stub.StreamIsActive(ref(TRAINERS, "ml"))) is True
