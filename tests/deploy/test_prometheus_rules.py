@@ -144,4 +144,4 @@ def test_the_inference_job_keeps_the_pods_labelled_as_engines_and_labels_them_as
     assert not re.fullmatch(keep["regex"], ";metrics")  # a pod without the label
     targets = {r["target_label"] for r in config["relabel_configs"] if "target_label" in r}
     assert targets == {"namespace", "pod", "node"}  # what the inference rules' overrides read
-    assert "honor_labels" not in config  # the engines' own labels never name a pod
+    assert config["honor_labels"] is False  # the engines' own labels never name a pod: kept as exported_*
