@@ -12,6 +12,7 @@ did not exist."""
 from __future__ import annotations
 
 import contextlib
+import math
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
@@ -43,6 +44,9 @@ vllm:num_requests_running{model_name="m",engine="0"} 3
 vllm:kv_cache_usage_perc{model_name="m",engine="0"} 0.5
 vllm:num_incoming_requests_total{model_name="m",engine="0"} 7
 """
+# burst: one engine with 3 waiting, one that reports an infinite queue
+BURST_PAGE = 'vllm:num_requests_waiting{model_name="m",engine="0"} 3\n'
+INFINITE_PAGE = 'vllm:num_requests_waiting{model_name="m",engine="0"} +Inf\n'
 
 
 def hostile_page(started: float) -> str:
@@ -90,6 +94,8 @@ def prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Prometheus]
 
         engines = [
             discovered_pod(serve(ENGINE_PAGE), "serving", "engine-0", "gpu-node", "vllm", engine=True),
+            discovered_pod(serve(BURST_PAGE), "burst", "engine-a", "burst-node", "vllm", engine=True),
+            discovered_pod(serve(INFINITE_PAGE), "burst", "engine-inf", "burst-node", "vllm", engine=True),
             discovered_pod(serve(lambda: hostile_page(started)), "tenant", "evil-0", "tenant-node", "x", engine=True),
         ]
         collector = discovered_pod(serve(COLLECTOR_PAGE), "gpuscale", "gpuscale-collector-x1", "gpu-node",
@@ -111,6 +117,7 @@ def prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Prometheus]
         prom.wait_for('DCGM_FI_DEV_GPU_UTIL{pod="evil-0"}')
         prom.wait_for('DCGM_FI_DEV_GPU_UTIL{pod="engine-0"}')
         prom.wait_for("count_over_time(namespace_pod:dcgm_gpu_utilization:avg[1m]) >= 3")
+        prom.wait_for('count_over_time(vllm:num_requests_waiting{pod="engine-inf"}[1m]) >= 2')
         prom.wait_for('rate(vllm:num_incoming_requests_total{pod="engine-0"}[1m]) == 0')
         yield prom
 
@@ -122,11 +129,12 @@ async def adapter(
     make_adapter: Callable[..., Awaitable[Adapter]],
     tmp_path: Path,
 ) -> Adapter:
-    for namespace in ("idle", "serving", "tenant"):
+    for namespace in ("idle", "serving", "burst", "tenant"):
         kube.put("namespaces", namespace, {})
-    for namespace, pod in (("idle", "idle-0"), ("serving", "engine-0"), ("tenant", "evil-0")):
+    for namespace, pod in (("idle", "idle-0"), ("serving", "engine-0"), ("burst", "engine-a"),
+                           ("burst", "engine-inf"), ("tenant", "evil-0")):  # fmt: skip
         kube.put("pods", pod, {"app": "vllm"}, namespace=namespace)
-    for node in ("gpu-node", "tenant-node"):
+    for node in ("gpu-node", "burst-node", "tenant-node"):
         kube.put("nodes", node, {})
     return await make_adapter(settings_for(prometheus.url, kube.kubeconfig(tmp_path / "kubeconfig")))
 
@@ -183,3 +191,13 @@ async def test_a_tenants_page_sets_no_demand_or_request_rate_of_another_namespac
     assert await answers(adapter, f"{EM}/namespaces/serving/inference_demand") == {"": 2}
     assert await answers(adapter, f"{EM}/namespaces/serving/inference_request_rate") == {"": 0}
     assert await answers(adapter, f"{EM}/namespaces/serving/inference_requests_waiting") == {"": 2}
+
+
+async def test_one_engine_reporting_an_infinite_queue_leaves_the_others_demand(adapter: Adapter) -> None:
+    """Before: the sum was +Inf, which no quantity can carry, so burst had no inference_demand at all."""
+    assert await answers(adapter, f"{EM}/namespaces/burst/inference_demand") == {"": 3}
+    assert await answers(adapter, f"{EM}/namespaces/burst/inference_requests_waiting") == {"": 3}
+    assert await answers(adapter, f"{CM}/namespaces/burst/metrics/inference_requests_waiting") == {"burst": 3}
+    pods = await answers(adapter, f"{CM}/namespaces/burst/pods/*/inference_requests_waiting")
+    assert pods == {"engine-a": 3}
+    assert not any(math.isinf(v) for v in pods.values())
