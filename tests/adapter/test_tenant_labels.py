@@ -18,8 +18,13 @@ from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import grpc
 import pytest
 
+from adapter.app import KEDA
+from adapter.keda.externalscaler import externalscaler_pb2 as pb
+from adapter.keda.externalscaler import externalscaler_pb2_grpc as pb_grpc
+from adapter.keda.settings import KedaSettings
 from harness.adapter.in_process import Adapter, settings_for
 from harness.deploy.prometheus_files import RULES, offline_scrape_config
 from harness.kube.api import FakeKubeAPIServer
@@ -136,7 +141,8 @@ async def adapter(
         kube.put("pods", pod, {"app": "vllm"}, namespace=namespace)
     for node in ("gpu-node", "burst-node", "tenant-node"):
         kube.put("nodes", node, {})
-    return await make_adapter(settings_for(prometheus.url, kube.kubeconfig(tmp_path / "kubeconfig")))
+    keda = KedaSettings("127.0.0.1:0", stream_interval=0.1)
+    return await make_adapter(settings_for(prometheus.url, kube.kubeconfig(tmp_path / "kubeconfig"), keda=keda))
 
 
 async def answers(adapter: Adapter, path: str) -> dict[str, float]:
@@ -191,6 +197,29 @@ async def test_a_tenants_page_sets_no_demand_or_request_rate_of_another_namespac
     assert await answers(adapter, f"{EM}/namespaces/serving/inference_demand") == {"": 2}
     assert await answers(adapter, f"{EM}/namespaces/serving/inference_request_rate") == {"": 0}
     assert await answers(adapter, f"{EM}/namespaces/serving/inference_requests_waiting") == {"": 2}
+
+
+async def test_through_keda_a_tenants_page_wakes_no_other_namespace(adapter: Adapter) -> None:
+    """Before: KEDA's IsActive for idle's inference_demand was true, and GetMetrics 1000 (2000 here)."""
+    async with grpc.aio.insecure_channel(f"127.0.0.1:{adapter.client.app[KEDA].port}") as channel:
+        stub: Any = pb_grpc.ExternalScalerStub(channel)  # type: ignore[no-untyped-call]
+        for metric in ("inference_demand", "inference_request_rate"):
+            idle = pb.ScaledObjectRef(
+                name="s",
+                namespace="idle",
+                scalerMetadata={"metricName": metric, "metricType": "external", "targetValue": "5"},
+            )
+            with pytest.raises(grpc.aio.AioRpcError) as e:
+                await stub.IsActive(idle)
+            assert e.value.code() is grpc.StatusCode.NOT_FOUND, metric
+        serving = pb.ScaledObjectRef(
+            name="s",
+            namespace="serving",
+            scalerMetadata={"metricName": "inference_demand", "metricType": "external", "targetValue": "5"},
+        )
+        assert (await stub.IsActive(serving)).result is True
+        asked = pb.GetMetricsRequest(scaledObjectRef=serving, metricName="inference_demand")
+        assert [v.metricValueFloat for v in (await stub.GetMetrics(asked)).metricValues] == [2]
 
 
 async def test_one_engine_reporting_an_infinite_queue_leaves_the_others_demand(adapter: Adapter) -> None:
