@@ -90,7 +90,8 @@ def run_prometheus(
         "global": {"scrape_interval": scrape_interval, "evaluation_interval": scrape_interval},
         "scrape_configs": [
             {
-                "job_name": "under-test",
+                # named as the shipped collector job: the built-in GPU rules read only a GPU exporter's job
+                "job_name": "gpuscale-collector",
                 "honor_labels": True,
                 "static_configs": [{"targets": scrape_targets or []}],
             },

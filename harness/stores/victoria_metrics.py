@@ -60,7 +60,12 @@ def run_victoria_metrics(
     config = {
         "global": {"scrape_interval": scrape_interval},
         "scrape_configs": [
-            {"job_name": "under-test", "honor_labels": True, "static_configs": [{"targets": scrape_targets or []}]},
+            # named as the shipped collector job: the built-in GPU rules read only a GPU exporter's job
+            {
+                "job_name": "gpuscale-collector",
+                "honor_labels": True,
+                "static_configs": [{"targets": scrape_targets or []}],
+            },
             *(extra_jobs or []),
         ],
     }

@@ -147,7 +147,7 @@ async def test_external_labels_are_the_same_whatever_the_store_keeps(
     empty value where its regex did not match (PromQL leaves the label out): neither reaches metricLabels."""
     adapter = await adapter_with(EXTERNAL_FUNCTIONS, kube, store, make_adapter, tmp_path)
     body = await adapter.get(f"{EM}/namespaces/ml/queue_peak", labelSelector="queue=jobs")
-    scraped = {"instance": exporter.target, "job": "under-test", "namespace": "ml"}
+    scraped = {"instance": exporter.target, "job": "gpuscale-collector", "namespace": "ml"}
     assert [(i["metricLabels"], i["value"]) for i in body["items"]] == [({**scraped, "queue": "jobs"}, "42")]
     body = await adapter.get(f"{EM}/namespaces/ml/queue_suffix")
     # the regex is anchored in both languages: "mail" does not match j(.*), "jobs" gives "obs"

@@ -23,7 +23,8 @@ async def test_a_successful_request_shows_rule_query_samples_and_missing_objects
     assert report["objects"] == {"source": "watch cache", "count": 3, "names": ["broken-0", "trainer-0", "trainer-1"]}
     (query,) = report["queries"]
     assert query["promql"] == (
-        'avg by (pod) (DCGM_FI_DEV_GPU_UTIL{namespace="ml",pod=~"broken-0|trainer-0|trainer-1",exported_pod=""})'
+        'avg by (pod) (DCGM_FI_DEV_GPU_UTIL{namespace="ml",pod=~"broken-0|trainer-0|trainer-1",'
+        'job=~"gpuscale-collector|(nvidia-)?dcgm-exporter",exported_pod=""})'
     )
     assert {s["labels"]["pod"]: s["value"] for s in query["samples"]} == {
         "trainer-0": "88",

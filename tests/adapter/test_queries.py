@@ -37,6 +37,8 @@ externalRules:
     "cfg",
 )
 GPU = "DCGM_FI_DEV_GPU_UTIL"
+# the built-in GPU rules read only a GPU exporter's job: any other pod could write these labels
+JOB = 'job=~"gpuscale-collector|(nvidia-)?dcgm-exporter"'
 
 
 @pytest.mark.parametrize(
@@ -49,7 +51,7 @@ GPU = "DCGM_FI_DEV_GPU_UTIL"
             "ml",
             ["trainer-0"],
             "",
-            f'avg by (pod) ({GPU}{{namespace="ml",pod="trainer-0",exported_pod=""}})',
+            f'avg by (pod) ({GPU}{{namespace="ml",pod="trainer-0",{JOB},exported_pod=""}})',
         ),
         (
             POD_RULE,
@@ -58,7 +60,7 @@ GPU = "DCGM_FI_DEV_GPU_UTIL"
             "ml",
             ["b", "a", "a.b"],
             "",
-            f'avg by (pod) ({GPU}{{namespace="ml",pod=~"a|a\\\\.b|b",exported_pod=""}})',
+            f'avg by (pod) ({GPU}{{namespace="ml",pod=~"a|a\\\\.b|b",{JOB},exported_pod=""}})',
         ),
         (
             POD_RULE,
@@ -67,7 +69,7 @@ GPU = "DCGM_FI_DEV_GPU_UTIL"
             "ml",
             ["p"],
             "gpu in (0,1),!mig",
-            f'avg by (pod) ({GPU}{{gpu=~"0|1",mig="",namespace="ml",pod="p",exported_pod=""}})',
+            f'avg by (pod) ({GPU}{{gpu=~"0|1",mig="",namespace="ml",pod="p",{JOB},exported_pod=""}})',
         ),
         (
             POD_RULE,
@@ -76,7 +78,7 @@ GPU = "DCGM_FI_DEV_GPU_UTIL"
             "ml",
             None,
             "",
-            f'avg by (pod) ({GPU}{{namespace="ml",pod!="",exported_pod=""}})',
+            f'avg by (pod) ({GPU}{{namespace="ml",pod!="",{JOB},exported_pod=""}})',
         ),
         (
             POD_RULE,
@@ -85,7 +87,7 @@ GPU = "DCGM_FI_DEV_GPU_UTIL"
             None,
             ["ml"],
             "",
-            f'avg by (namespace) ({GPU}{{namespace="ml",exported_pod=""}})',
+            f'avg by (namespace) ({GPU}{{namespace="ml",{JOB},exported_pod=""}})',
         ),
         (
             EXPORTED_RULE,
@@ -94,7 +96,7 @@ GPU = "DCGM_FI_DEV_GPU_UTIL"
             "serving",
             ["infer-0"],
             "",
-            f'avg by (exported_pod) ({GPU}{{exported_namespace="serving",exported_pod="infer-0"}})',
+            f'avg by (exported_pod) ({GPU}{{exported_namespace="serving",exported_pod="infer-0",{JOB}}})',
         ),
         (
             NODE_RULE,
@@ -103,7 +105,7 @@ GPU = "DCGM_FI_DEV_GPU_UTIL"
             None,
             ["node-a", "node-b"],
             "",
-            f'avg by (Hostname) (max by (Hostname, gpu, UUID) ({GPU}{{Hostname=~"node-a|node-b"}}))',
+            f'avg by (Hostname) (max by (Hostname, gpu, UUID) ({GPU}{{Hostname=~"node-a|node-b",{JOB}}}))',
         ),
         # values that try to escape their quotes or widen a regex only ever match themselves
         (
@@ -113,7 +115,7 @@ GPU = "DCGM_FI_DEV_GPU_UTIL"
             'm"l',
             ['x"}) or vector(1) #'],
             "",
-            f'avg by (pod) ({GPU}{{namespace="m\\"l",pod="x\\"}}) or vector(1) #",exported_pod=""}})',
+            f'avg by (pod) ({GPU}{{namespace="m\\"l",pod="x\\"}}) or vector(1) #",{JOB},exported_pod=""}})',
         ),
         (
             POD_RULE,
@@ -122,7 +124,7 @@ GPU = "DCGM_FI_DEV_GPU_UTIL"
             "ml",
             [".*", "a|b", "c\nd"],
             "",
-            f'avg by (pod) ({GPU}{{namespace="ml",pod=~"\\\\.\\\\*|a\\\\|b|c\\nd",exported_pod=""}})',
+            f'avg by (pod) ({GPU}{{namespace="ml",pod=~"\\\\.\\\\*|a\\\\|b|c\\nd",{JOB},exported_pod=""}})',
         ),
         (
             CONFIG.rules[0],
@@ -164,13 +166,13 @@ def test_custom_query(
             DEFAULT.external_rules[0],
             "ml",
             "Hostname=node-a",
-            f'avg({GPU}{{Hostname="node-a",namespace="ml",exported_namespace=""}})',
+            f'avg({GPU}{{Hostname="node-a",namespace="ml",{JOB},exported_namespace=""}})',
         ),
         (
             DEFAULT.external_rules[1],
             "ml",
             "Hostname=node-a",
-            f'avg({GPU}{{Hostname="node-a",exported_namespace="ml"}})',
+            f'avg({GPU}{{Hostname="node-a",exported_namespace="ml",{JOB}}})',
         ),
     ],
 )

@@ -49,10 +49,12 @@ async def test_the_built_in_rules_list_each_field_once_and_find_what_each_rule_f
     shared = listings(proxy)
     proxy.seen.clear()
     assert [*listed.custom, *listed.external] == await each_alone(rules, client, end - 600, end)
-    # the five rules over each field (pod and exported_pod, node, namespace and exported_namespace) list it once
-    assert f"{GPU}{{}}" in shared
-    assert f"{FB}{{}}" in shared
-    assert not [m for m in shared if m.startswith(GPU) and m != f"{GPU}{{}}"]
+    # the five rules over each field (pod and exported_pod, node, namespace and exported_namespace) list it once,
+    # from the GPU exporter's jobs only
+    job = 'job=~"gpuscale-collector|(nvidia-)?dcgm-exporter"'
+    assert f"{GPU}{{{job}}}" in shared
+    assert f"{FB}{{{job}}}" in shared
+    assert not [m for m in shared if m.startswith(GPU) and m != f"{GPU}{{{job}}}"]
     alone = listings(proxy)
     assert len([m for m in alone if m.startswith(GPU)]) == 5
     assert len(shared) < len(alone)

@@ -61,7 +61,7 @@ def test_a_real_prometheus_scrapes_the_collector(tmp_path: Path) -> None:
         collector("--simulate-gpus", "2", "-c", "500") as url,
         run_prometheus(tmp_path, [url.removeprefix("http://")], scrape_interval="1s") as prom,
     ):
-        up = prom.wait_for('up{job="under-test"} == 1')
+        up = prom.wait_for('up{job="gpuscale-collector"} == 1')
         assert len(up) == 1
         util = prom.wait_for("DCGM_FI_DEV_GPU_UTIL", min_results=2)
         assert {r["metric"]["gpu"] for r in util} == {"0", "1"}

@@ -121,3 +121,19 @@ def test_the_schema_takes_the_rule_keys_the_adapter_takes() -> None:
     assert set(definitions["resourceRule"]["properties"]) == rules_module._RESOURCE_RULE_KEYS
     resource = json.loads((CHART / "values.schema.json").read_text())["properties"]["rules"]["properties"]["resource"]
     assert set(resource["properties"]) == rules_module._RESOURCE_RULES_KEYS
+
+
+@pytest.mark.parametrize("jobs", ["my-dcgm|node-gpus", 'gpu\'s "exporter"\\.x'])
+def test_gpu_exporter_jobs_reach_every_built_in_gpu_rule_as_given(jobs: str, tmp_path: Path) -> None:
+    """rules.gpuExporterJobs replaces the job matcher of every rule over a GPU exporter's labels (seriesQuery and
+    metricsQuery), and the adapter's own parser reads back the regular expression given, quotes and all."""
+    values = tmp_path / "values.yaml"
+    values.write_text(yaml.safe_dump({"rules": {"gpuExporterJobs": jobs}}))
+    parsed = parse_rules(adapter_chart.rules_text(adapter_chart.template([values])), "rules.yaml")
+    gpu = [r for r in (*parsed.rules, *parsed.external_rules) if str(r.series_query).startswith("DCGM_FI_")]
+    assert len(gpu) == 6 * 3 + 6 * 2  # six metrics: both spellings and nodes; external: both spellings
+    default = yaml.safe_load(default_rules_text())
+    assert len([r for r in (*default["rules"], *default["externalRules"]) if "job=~" in r["seriesQuery"]]) == len(gpu)
+    for rule in gpu:
+        assert ("job", "=~", jobs) in rule.series_query.matchers, rule.series_query
+        assert f"job=~{json.dumps(jobs)}" in rule.metrics_query.text, rule.where

@@ -144,4 +144,22 @@ def test_the_inference_job_keeps_the_pods_labelled_as_engines_and_labels_them_as
     assert not re.fullmatch(keep["regex"], ";metrics")  # a pod without the label
     targets = {r["target_label"] for r in config["relabel_configs"] if "target_label" in r}
     assert targets == {"namespace", "pod", "node"}  # what the inference rules' overrides read
-    assert "honor_labels" not in config  # the engines' own labels never name a pod
+    assert config["honor_labels"] is False  # the engines' own labels never name a pod: kept as exported_*
+
+
+def test_only_the_collectors_monitor_keeps_the_pages_labels() -> None:
+    """The engines are tenants' pods: their PodMonitor, like the scrape job, keeps the labels it sets and renames a
+    page's own; the collector's ServiceMonitor alone honours the page's pod/namespace, under the job the GPU rules
+    read (its Service's name)."""
+    rendered = render(MANIFESTS / "overlays" / "prometheus-operator")
+    [engines] = rendered.one("PodMonitor", "gpuscale-inference-engines")["spec"]["podMetricsEndpoints"]
+    assert engines["honorLabels"] is False
+    collector = rendered.one("ServiceMonitor", "gpuscale-collector")
+    assert [e["honorLabels"] for e in collector["spec"]["endpoints"]] == [True]
+    assert collector["spec"]["namespaceSelector"] == {"matchNames": [NAMESPACE]}
+    selected = collector["spec"]["selector"]["matchLabels"]
+    [service] = [s for s in rendered.all("Service") if s["metadata"].get("labels", {}).items() >= selected.items()]
+    assert service["metadata"]["name"] == "gpuscale-collector"  # the job the built-in GPU rules read
+    for rule in rules():
+        if "DCGM_FI_" in rule.get("expr", "") and "record" in rule:
+            assert 'job=~"gpuscale-collector|(nvidia-)?dcgm-exporter"' in rule["expr"], rule["record"]

@@ -38,8 +38,8 @@ it; another release name is prefixed, as Helm charts do, so that two releases ne
 
 {{/* The pods' selector: stable across upgrades (a Deployment's selector cannot change). */}}
 {{- define "gpuscale-adapter.selectorLabels" -}}
-app.kubernetes.io/name: {{ include "gpuscale-adapter.name" . }}
-app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/name: {{ include "gpuscale-adapter.name" . | quote }}
+app.kubernetes.io/instance: {{ .Release.Name | quote }}
 {{- end -}}
 
 {{/* Labels of every object: the base's (name, component, part-of), Helm's standard ones, then customLabels. */}}
@@ -62,9 +62,9 @@ customAnnotations). Called with (dict "ctx" $ "name" ... "namespaced" true "labe
 */}}
 {{- define "gpuscale-adapter.metadata" -}}
 {{- $ctx := .ctx -}}
-name: {{ .name }}
+name: {{ .name | quote }}
 {{- if .namespaced }}
-namespace: {{ include "gpuscale-adapter.namespace" $ctx }}
+namespace: {{ include "gpuscale-adapter.namespace" $ctx | quote }}
 {{- end }}
 labels:
   {{- $labels := fromYaml (include "gpuscale-adapter.labelMap" $ctx) }}

@@ -3,10 +3,11 @@ The rules file, in prometheus-adapter's layout (rules, externalRules, resourceRu
 them: the built-in rules (files/default-rules.yaml, a copy of adapter/default-rules.yaml), prometheus-adapter's
 default rules (rules.default), rules.custom; then the built-in external rules and rules.external; then rules.resource.
 
-With only the built-in rules it is files/default-rules.yaml byte for byte, as the kustomize base's ConfigMap is. The
-other lists are spliced in as text rather than the file parsed and written again, which would drop its comments:
-custom rules go after the last built-in rule, before the comment block that opens externalRules, and external rules
-at the end of the file.
+With only the built-in rules (and rules.gpuExporterJobs at its default) it is files/default-rules.yaml byte for
+byte, as the kustomize base's ConfigMap is. The other lists are spliced in as text rather than the file parsed and
+written again, which would drop its comments: custom rules go after the last built-in rule, before the comment block
+that opens externalRules, and external rules at the end of the file; rules.gpuExporterJobs replaces the GPU rules'
+job matcher in the text.
 */}}
 {{- define "gpuscale-adapter.ruleItems" -}}
 {{- if . }}{{ toYaml . | indent 2 }}{{ "\n" }}{{ end -}}
@@ -23,6 +24,13 @@ at the end of the file.
 {{- $text := "" -}}
 {{- if $rules.builtin -}}
 {{- $builtin := .Files.Get "files/default-rules.yaml" -}}
+{{- /* the GPU exporter's jobs, as a PromQL string (toJson escapes as PromQL reads it) */}}
+{{- $jobs := "gpuscale-collector|(nvidia-)?dcgm-exporter" -}}
+{{- if not (contains (printf "job=~%s" ($jobs | toJson)) $builtin) -}}
+{{- fail "files/default-rules.yaml must read the GPU exporter's jobs as rules.gpuExporterJobs' default" -}}
+{{- end -}}
+{{- /* in the file's single-quoted YAML strings a quote is written twice */}}
+{{- $builtin = replace (printf "job=~%s" ($jobs | toJson)) (printf "job=~%s" ($rules.gpuExporterJobs | toJson | replace "'" "''")) $builtin -}}
 {{- $opening := regexFind "\n\n(#[^\n]*\n)*externalRules:\n" $builtin -}}
 {{- $parts := splitList $opening $builtin -}}
 {{- if or (not $opening) (ne (len $parts) 2) -}}

@@ -36,14 +36,14 @@ of both gpuscale charts), keeps the name manifests/base gives: gpuscale-collecto
 
 {{/* Helm's own labels: who installed the object. Everything else is labelled as manifests/ labels it. */}}
 {{- define "gpuscale-collector.helmLabels" -}}
-helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
-app.kubernetes.io/instance: {{ .Release.Name }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" | quote }}
+app.kubernetes.io/instance: {{ .Release.Name | quote }}
 app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
-app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/managed-by: {{ .Release.Service | quote }}
 {{- end -}}
 
 {{- define "gpuscale-collector.selectorLabels" -}}
-app.kubernetes.io/name: {{ include "gpuscale-collector.name" . }}
+app.kubernetes.io/name: {{ include "gpuscale-collector.name" . | quote }}
 {{- end -}}
 
 {{- define "gpuscale-collector.labels" -}}
