@@ -54,8 +54,8 @@ class Clock:
 
 
 class Level:
-    """The exporter's page: trainer-0's GPU and trainer-1's (namespace ml, pods the stand-in API server has) and an engine's GPU
-    (namespace llm, read as the external metric), both at ``value``, read at every scrape."""
+    """The exporter's page: trainer-0's GPU and trainer-1's (namespace ml, pods the stand-in API server has) and an
+    engine's GPU (namespace llm, read as the external metric), both at ``value``, read at every scrape."""
 
     def __init__(self) -> None:
         self.value = "90"
@@ -279,7 +279,8 @@ async def test_keda_is_answered_with_held_values_through_an_outage(
         assert await next_activity(during) is True
         during.cancel()
         assert await unavailable(stub.IsActive(ref({**TRIGGER, "labelSelector": "app=other"})))
-        assert (gauge(adapter, "held_answers_served_total", api="custom") or 0) >= 3
+        # IsActive and GetMetrics at least; the streams share their question's answers (adapter/keda/questions.py)
+        assert (gauge(adapter, "held_answers_served_total", api="custom") or 0) >= 2
 
         clock.advance(HOLD - 30)
         assert await unavailable(stub.IsActive(ref(TRIGGER)))
