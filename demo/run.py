@@ -1,5 +1,5 @@
-"""``gpuscale-demo`` (``make run``): closed autoscaling loops, for training on GPU utilization and for inference on
-the requests waiting, live, on this machine.
+"""The demo (``make run``, or ``python -m demo``): closed autoscaling loops, for training on GPU utilization and for
+inference on the requests waiting, live, on this machine.
 
 It starts the whole chain (demo/stack.py): the collector, on this machine's free GPUs or on simulated H200s, a real
 Prometheus, the adapter, and stand-ins for the Kubernetes API and the kubelet. A Deployment ``trainer`` starts with
@@ -11,7 +11,7 @@ simulated GPUs two ``infer`` pods also share one GPU, to show each getting its o
 behind a gateway that holds requests while none serves, and its HPA reads ``inference_demand`` from the external
 metrics API and scales it from zero and back to zero (demo/plan.py says when). Every sync prints what the APIs
 answered; every scaling decision prints its reason. At the end: a picture (PNG, and HTML with ``--html``).
-It ends by itself, or at Ctrl-C, and stops everything it started.
+It ends by itself, or at Ctrl-C, SIGTERM or SIGHUP, and stops everything it started (demo/lifetime.py).
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from pathlib import Path
 import aiohttp
 
 from common.flags import plain
-from demo import chart, kubectl, page
+from demo import chart, kubectl, lifetime, page
 from demo.chat import ENGINE_LABEL, ChatService, scrape_job
 from demo.console import Console
 from demo.decisions import decision_line, external_line, worth_saying
@@ -197,7 +197,9 @@ def write_outputs(console: Console, record: Record, plan: Plan, header: str, png
 
 async def run(seconds: float, target: float, simulate: bool, png: Path, html: Path | None) -> None:
     console = Console(sys.stdout, seconds)
-    workdir = Path(tempfile.mkdtemp(prefix="gpuscale-demo-"))
+    for stale in lifetime.remove_stale(Path(tempfile.gettempdir())):
+        console.print(f"removed {stale}: left by a run that was killed")
+    workdir = lifetime.make_workdir()
     node: Node | None = None
     try:
         node = simulated_node(workdir) if simulate else real_node(workdir, seconds)
@@ -260,8 +262,15 @@ def outputs_problem(png: Path, html: Path | None) -> str:
     return ""
 
 
+USAGE_EPILOG = "\n".join([
+    "through make, the options go in ARGS:",
+    '  make run ARGS="--html demo.html"',
+    '  make run ARGS="--png /tmp/run.png --html /tmp/run.html --seconds 150"',
+])  # fmt: skip
+
+
 def main() -> None:
-    parser = argparse.ArgumentParser(prog="gpuscale-demo", description=plain(__doc__),
+    parser = argparse.ArgumentParser(prog="python -m demo", description=plain(__doc__), epilog=USAGE_EPILOG,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
     parser.add_argument(
         "--seconds",
@@ -282,11 +291,15 @@ def main() -> None:
     if problem:
         parser.error(problem)  # before anything starts: a run is not lost at its end for a path that cannot be written
     simulate = args.simulate or not has_gpu()
+    stopped = "every process the demo started has stopped, its temporary files are removed"
     try:
-        asyncio.run(run(args.seconds, args.target, simulate, args.png, args.html))
+        asyncio.run(lifetime.stoppable(run(args.seconds, args.target, simulate, args.png, args.html)))
     except KeyboardInterrupt:
-        print("\nstopped: every process the demo started has stopped, its temporary files are removed")
+        print(f"\nstopped: {stopped}")
         sys.exit(130)
+    except lifetime.Stopped as e:
+        print(f"\nstopped by {e}: {stopped}")
+        sys.exit(128 + e.signum)  # what a shell reports for a process the signal ended
     except (RuntimeError, OSError) as e:
         print(f"gpuscale-demo: error: {e}", file=sys.stderr)
         sys.exit(1)

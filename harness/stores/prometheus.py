@@ -80,9 +80,10 @@ def run_prometheus(
     extra_config: dict[str, Any] | None = None,
     extra_args: list[str] | None = None,
     extra_jobs: list[dict[str, Any]] | None = None,
+    die_with_parent: bool = False,
 ) -> Iterator[Prometheus]:
     """Start Prometheus scraping ``scrape_targets`` (host:port), and the scrape jobs of ``extra_jobs``, and stop it on
-    exit."""
+    exit (and, with ``die_with_parent``, when this process is killed)."""
     port = free_port()
     config: dict[str, Any] = {
         "global": {"scrape_interval": scrape_interval, "evaluation_interval": scrape_interval},
@@ -111,5 +112,5 @@ def run_prometheus(
         *(extra_args or []),
     ]
     url = f"http://127.0.0.1:{port}"
-    with server_process("Prometheus", args, log, f"{url}/-/ready") as process:
+    with server_process("Prometheus", args, log, f"{url}/-/ready", die_with_parent=die_with_parent) as process:
         yield Prometheus(url, process, log)
