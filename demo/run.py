@@ -61,10 +61,10 @@ NODE = "demo-node"  # the stack's node, and so the engines' node label
 
 
 async def show_kubectl(console: Console, controller: HpaController, adapter_url: str, workdir: Path, sync: Sync) -> str:
-    """Once: the command a user would type for what the HPA just read, and its answer, shortened; what it printed."""
+    """Once: the command a user would type for what the HPA just read, and its answer, whole; what it printed."""
     path = controller.metric_path(star="*")
-    command = f"$ {kubectl.user_command(path)}"
-    console.print(f"\nwhat the HPA reads, as you would ask it:\n{command}")
+    command = kubectl.user_command(path)
+    console.print("\nwhat the HPA reads, as you would ask it:")
     found = find_kubectl()
     answer, note = sync.answer, "(kubectl not found: the answer the HPA got over HTTP)"
     if found is not None:
@@ -73,9 +73,9 @@ async def show_kubectl(console: Console, controller: HpaController, adapter_url:
             note = ""
         except RuntimeError as e:
             note = f"({e}: the answer the HPA got over HTTP)"
-    shown = kubectl.shorten(answer) + (f"\n{note}" if note else "")
+    shown = kubectl.block(command, answer, note)
     console.print(shown + "\n")
-    return f"{command}\n{shown}"
+    return shown
 
 
 def chat_ports() -> dict[str, int]:
@@ -137,6 +137,7 @@ async def control_loop(
                     chat_previous = record.chat[-1].sync.decision if record.chat else None
                     record.syncs.append(sync)
                     record.chat.append(sample)
+                    record.shared.append(others)
                     row = table.add(sync, others)
                     chat_row = record.chat_table.add(chat_sync, sample.ready, waiting)
                     console.print(console_line(table, row, record.chat_table, chat_row))
@@ -180,7 +181,11 @@ def write_outputs(console: Console, record: Record, plan: Plan, header: str, png
     title = "gpuscale demo: HPAs on gpu_utilization (custom metrics API) and inference_demand (external metrics API)"
     drawn = chart.available() and bool(record.syncs)
     panels = chart.ChatPanels(record.chat, plan.chat_spec, plan.arrivals.rate, plan.capacity) if record.chat else None
-    picture = chart.png(record.syncs, plan.spec, title, plan.script.total, panels) if drawn else None
+
+    def picture_titled(title: str | None) -> bytes:
+        return chart.png(chart.figure(record.syncs, plan.spec, title, plan.script.total, panels, record.shared))
+
+    picture = picture_titled(title) if drawn else None
     if picture is not None:
         png.write_bytes(picture)
         console.print(f"picture: {png.resolve()}")
@@ -188,7 +193,7 @@ def write_outputs(console: Console, record: Record, plan: Plan, header: str, png
         console.print("no picture: matplotlib is not installed (pip install 'gpuscale[plot]'); the table is the record")
     if html is not None:
         # the page's heading is the title: its picture goes without one, or the page would say it twice
-        inline = chart.png(record.syncs, plan.spec, None, plan.script.total, panels) if drawn else None
+        inline = picture_titled(None) if drawn else None
         text = page.page(title, header, inline, record.decisions, record.table, record.kubectl,
                          record.chat_table if record.chat else None, chart.height(panels))  # fmt: skip
         html.write_text(text, encoding="utf-8")
@@ -301,7 +306,7 @@ def main() -> None:
         print(f"\nstopped by {e}: {stopped}")
         sys.exit(128 + e.signum)  # what a shell reports for a process the signal ended
     except (RuntimeError, OSError) as e:
-        print(f"gpuscale-demo: error: {e}", file=sys.stderr)
+        print(f"{parser.prog}: error: {e}", file=sys.stderr)
         sys.exit(1)
 
 
