@@ -36,6 +36,14 @@ def test_explain_help_documents_its_own_arguments() -> None:
     assert "--tls-cipher-suites" not in done.stdout  # not the serving command's whole flag list
 
 
+def test_make_run_passes_args_and_the_help_says_how() -> None:
+    done = subprocess.run(["make", "--no-print-directory", "run", "ARGS=--help"], capture_output=True, text=True,
+                          cwd=ROOT, timeout=300)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "usage: python -m demo [-h]" in done.stdout
+    assert 'make run ARGS="--html demo.html"' in done.stdout
+
+
 def program(name: str) -> str:
     """The console script ``pip install`` made, as a user runs it."""
     return str(Path(sys.executable).parent / name)

@@ -59,6 +59,7 @@ def test_make_run_passes_its_args_and_a_sigterm_to_make_stops_the_demo(tmp_path:
         out, _ = make.communicate(timeout=60)
     assert "stopped by SIGTERM: every process the demo started has stopped" in out, out
     assert make.returncode != 0
+    assert "scale-down 9.6 s" in "\n".join(lines)  # ARGS reached the demo: 12 s of 75 is 9.6 s of 60
     assert not workdir_of(lines).exists()
     assert len(children) >= 4  # the demo, and under it the collector, Prometheus, the adapter
     assert not [pid for pid in children if alive(pid)]
