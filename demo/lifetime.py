@@ -59,7 +59,8 @@ async def stoppable(run: Coroutine[Any, Any, T]) -> T:
     finally:
         for signum, before in caught.items():
             loop.remove_signal_handler(signum)
-            signal.signal(signum, before)
+            if before is not None:  # None: a handler installed outside Python, which cannot be put back
+                signal.signal(signum, before)
 
 
 def owner_gone(directory: Path) -> bool:
