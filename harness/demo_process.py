@@ -16,7 +16,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -61,11 +61,13 @@ def _sigint_at_its_default() -> None:
 
 
 @contextlib.contextmanager
-def running(command: Sequence[str]) -> Iterator[subprocess.Popen[str]]:
-    """``command`` in the repository, in a process group of its own, its output (stderr too) in one pipe."""
+def running(command: Sequence[str], env: Mapping[str, str] | None = None) -> Iterator[subprocess.Popen[str]]:
+    """``command`` in the repository, in a process group of its own, its output (stderr too) in one pipe; ``env``
+    added to the environment."""
     process = subprocess.Popen(
         command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"}, process_group=0, preexec_fn=_sigint_at_its_default,
+        env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}, process_group=0,
+        preexec_fn=_sigint_at_its_default,
     )  # fmt: skip
     try:
         yield process
@@ -78,8 +80,10 @@ def running(command: Sequence[str]) -> Iterator[subprocess.Popen[str]]:
 
 
 def demo(tmp_path: Path, *args: str) -> contextlib.AbstractContextManager[subprocess.Popen[str]]:
-    """``python -m demo``, which ``make run`` runs, its picture in ``tmp_path``."""
-    return running([sys.executable, "-m", "demo", "--png", str(tmp_path / "demo.png"), *args])
+    """``python -m demo``, which ``make run`` runs, its picture and its temporary directory in ``tmp_path`` (so that
+    what one test leaves, or removes as stale, is its own)."""
+    command = [sys.executable, "-m", "demo", "--png", str(tmp_path / "demo.png"), *args]
+    return running(command, env={"TMPDIR": str(tmp_path)})
 
 
 def read_until(process: subprocess.Popen[str], pattern: str, children: set[int], within: float = 90) -> list[str]:

@@ -76,8 +76,9 @@ def test_after_a_sigkill_the_children_die_too_and_the_next_run_removes_the_direc
         assert len(children) >= 3
         assert gone_within(children) == []  # before the group is killed on leaving: the kernel did it
     workdir = workdir_of(lines)
+    assert workdir.parent == tmp_path
     assert workdir.is_dir()  # nobody could remove it
-    assert lifetime.remove_stale(workdir.parent) == [workdir]
+    assert lifetime.remove_stale(tmp_path) == [workdir]
     assert not workdir.exists()
 
 
