@@ -13,9 +13,11 @@ $(VENV)/.installed: pyproject.toml
 	$(BIN)/pip install -q -e '.[dev]'
 	touch $@
 
+# ARGS: the demo's options (make run ARGS="--html demo.html"; make run ARGS=--help lists them). The demo is exec'd
+# so that it is make's own child: a SIGTERM or Ctrl-C sent to the process group reaches it, and it stops what it started.
 run: setup
 	scripts/ensure-prometheus
-	$(BIN)/python -m demo
+	exec $(BIN)/python -m demo $(ARGS)
 
 test: setup
 	scripts/ensure-prometheus

@@ -30,7 +30,7 @@ from adapter.security.auth import DISABLED_WARNING
 from adapter.serving import event_loop, server_log
 from adapter.settings import Settings, parse_settings, usage
 from common import connections
-from common.flags import package_version, plain
+from common.flags import package_version, plain, usage_error
 
 log = logging.getLogger("adapter")
 
@@ -81,6 +81,7 @@ async def _serve(settings: Settings, limits: connections.Limits) -> None:
     app = create_app(settings, serving=serving)
     access_log = logging.getLogger("aiohttp.access") if settings.verbosity >= 6 else None
     runner = connections.runner(app, limits, access_log)
+    served = False
     try:
         # inside: a part that fails to start (KEDA's port taken) leaves those started before it to be closed
         await runner.setup()
@@ -100,6 +101,7 @@ async def _serve(settings: Settings, limits: connections.Limits) -> None:
         sys.setswitchinterval(SWITCH_INTERVAL)
         scheme = "https" if ssl_context else "http"
         log.info("serving on %s", ", ".join(f"{scheme}://{a[0]}:{a[1]}" for a in runner.addresses))
+        served = True
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
@@ -118,7 +120,8 @@ async def _serve(settings: Settings, limits: connections.Limits) -> None:
         log.info("shutting down: no new connections; finishing the requests in flight")
     finally:
         await runner.cleanup()
-        log.info("stopped")
+        if served:  # a start that failed says only why: "stopped" above the reason would read as the news
+            log.info("stopped")
 
 
 async def _linger(stop: asyncio.Event, delay: float) -> None:
@@ -184,7 +187,7 @@ def main(argv: Sequence[str] | None = None, limits: connections.Limits | None = 
     try:
         settings = parse_settings(args)
     except ConfigError as e:
-        print(f"gpuscale-adapter: {e}", file=sys.stderr)
+        print(usage_error("gpuscale-adapter", str(e)), file=sys.stderr)
         return 2
     _logging(settings.verbosity)
     for name in settings.ignored_flags:

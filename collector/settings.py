@@ -27,6 +27,7 @@ from common.flags import (
     milliseconds,
     optional_text,
     string_list,
+    usage_error,
 )
 
 
@@ -286,5 +287,6 @@ def parse_settings(argv: Sequence[str] | None = None, env: Mapping[str, str] | N
     try:
         values = FLAGS.read(as_go_reads_them(sys.argv[1:] if argv is None else argv), env)
     except FlagError as e:
-        FLAGS.parser().error(str(e))
+        print(usage_error(FLAGS.prog, str(e)), file=sys.stderr)
+        sys.exit(2)
     return Settings(**values.fields(), node_name=env.get("NODE_NAME") or socket.gethostname(), ignored=values.ignored)

@@ -39,6 +39,12 @@ class Flag:
         return next(n for n in self.names if n.startswith("--"))[2:]
 
 
+def usage_error(prog: str, problem: str) -> str:
+    """What a program says of a command line it cannot run, on one line: the problem and where the flags are listed.
+    The whole usage above it (argparse's way; 33 lines for the collector) would push the problem off the screen."""
+    return f"{prog}: error: {problem} (see {prog} --help)"
+
+
 def plain(doc: str | None) -> str:
     """A module docstring as help text: without the double backticks that mark code in it, which a terminal shows
     as they are."""

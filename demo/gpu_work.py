@@ -19,6 +19,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from demo.deployment import Gpu
+from harness.parent_death import guarded
 
 ROOT = Path(__file__).resolve().parents[1]
 LOADGEN = (sys.executable, "-m", "loadgen", "run")
@@ -63,8 +64,9 @@ class GpuWork:
             self._duty(gpu, 0.0)
             with self._file(gpu, "log").open("wb") as log:
                 self._processes[gpu] = await asyncio.create_subprocess_exec(
-                    *self._program, "--kind", self._kind, "--gpu", "0", "--duty-file", str(self._file(gpu, "duty")),
-                    "--seconds", f"{self._seconds:.0f}", cwd=ROOT, stdout=subprocess.DEVNULL, stderr=log,
+                    *guarded([*self._program, "--kind", self._kind, "--gpu", "0", "--duty-file",
+                              str(self._file(gpu, "duty")), "--seconds", f"{self._seconds:.0f}"]),
+                    cwd=ROOT, stdout=subprocess.DEVNULL, stderr=log,
                     env={**os.environ, "CUDA_VISIBLE_DEVICES": gpu.uuid},
                 )  # fmt: skip
         deadline = time.monotonic() + within

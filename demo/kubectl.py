@@ -1,9 +1,9 @@
-"""What a user types to see what the HPA sees, run with the real ``kubectl``, and its answer shortened for print."""
+"""What a user types to see what the HPA sees, run with the real ``kubectl``, and its answer printed whole, as kubectl
+prints it: a shortened answer would not be what the user sees when typing the same command."""
 
 from __future__ import annotations
 
 import asyncio
-import json
 from pathlib import Path
 
 import yaml
@@ -42,18 +42,6 @@ async def get_raw(kubectl: str, config: Path, path: str, within: float = 20.0) -
     return out.decode()
 
 
-def shorten(answer: str, items_in_full: int = 1) -> str:
-    """A MetricValueList with its first item in full and the others as name and value; anything else, cut."""
-    try:
-        body = json.loads(answer)
-        items = body["items"]
-        rest = [f"{item['describedObject']['name']} {item['value']}" for item in items[items_in_full:]]
-    except (ValueError, KeyError, TypeError):
-        return answer.strip()[:400]
-    head = json.dumps({k: v for k, v in body.items() if k != "items"}, separators=(",", ":"))
-    lines = [head[:-1] + ',"items":[']
-    lines += ["  " + json.dumps(item, separators=(",", ":")) for item in items[:items_in_full]]
-    if rest:
-        lines[-1] += ","
-        lines.append(f"  … {len(rest)} more: {', '.join(rest)}")
-    return "\n".join([*lines, "]}"])
+def block(command: str, answer: str, note: str = "") -> str:
+    """What the run prints: ``$ command``, the answer as kubectl wrote it (one line of JSON), and ``note`` if any."""
+    return "\n".join([f"$ {command}", answer.rstrip("\n"), *([note] if note else [])])

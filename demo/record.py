@@ -1,4 +1,5 @@
-"""What a run keeps for its picture and page: the syncs of both HPAs, the table, the decisions and kubectl's answer."""
+"""What a run keeps for its picture and page: the syncs of both HPAs, the shared GPU's pods' values, the table, the
+decisions and kubectl's answer."""
 
 from __future__ import annotations
 
@@ -23,5 +24,6 @@ class Record:
     chat_table: ChatTable = field(default_factory=ChatTable)
     syncs: list[Sync] = field(default_factory=list)
     chat: list[ChatSample] = field(default_factory=list)
+    shared: list[dict[str, float]] = field(default_factory=list)  # the shared GPU's pods' values, at each sync
     decisions: list[str] = field(default_factory=list)  # both HPAs', in the order they were made
     kubectl: str = ""  # the command and its answer, as printed ("" until the run has asked)

@@ -1,5 +1,5 @@
-"""``gpuscale-demo`` (``make run``): closed autoscaling loops, for training on GPU utilization and for inference on
-the requests waiting, live, on this machine.
+"""The demo (``make run``, or ``python -m demo``): closed autoscaling loops, for training on GPU utilization and for
+inference on the requests waiting, live, on this machine.
 
 It starts the whole chain (demo/stack.py): the collector, on this machine's free GPUs or on simulated H200s, a real
 Prometheus, the adapter, and stand-ins for the Kubernetes API and the kubelet. A Deployment ``trainer`` starts with
@@ -11,7 +11,7 @@ simulated GPUs two ``infer`` pods also share one GPU, to show each getting its o
 behind a gateway that holds requests while none serves, and its HPA reads ``inference_demand`` from the external
 metrics API and scales it from zero and back to zero (demo/plan.py says when). Every sync prints what the APIs
 answered; every scaling decision prints its reason. At the end: a picture (PNG, and HTML with ``--html``).
-It ends by itself, or at Ctrl-C, and stops everything it started.
+It ends by itself, or at Ctrl-C, SIGTERM or SIGHUP, and stops everything it started (demo/lifetime.py).
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from pathlib import Path
 import aiohttp
 
 from common.flags import plain
-from demo import chart, kubectl, page
+from demo import chart, kubectl, lifetime, page
 from demo.chat import ENGINE_LABEL, ChatService, scrape_job
 from demo.console import Console
 from demo.decisions import decision_line, external_line, worth_saying
@@ -61,10 +61,10 @@ NODE = "demo-node"  # the stack's node, and so the engines' node label
 
 
 async def show_kubectl(console: Console, controller: HpaController, adapter_url: str, workdir: Path, sync: Sync) -> str:
-    """Once: the command a user would type for what the HPA just read, and its answer, shortened; what it printed."""
+    """Once: the command a user would type for what the HPA just read, and its answer, whole; what it printed."""
     path = controller.metric_path(star="*")
-    command = f"$ {kubectl.user_command(path)}"
-    console.print(f"\nwhat the HPA reads, as you would ask it:\n{command}")
+    command = kubectl.user_command(path)
+    console.print("\nwhat the HPA reads, as you would ask it:")
     found = find_kubectl()
     answer, note = sync.answer, "(kubectl not found: the answer the HPA got over HTTP)"
     if found is not None:
@@ -73,9 +73,9 @@ async def show_kubectl(console: Console, controller: HpaController, adapter_url:
             note = ""
         except RuntimeError as e:
             note = f"({e}: the answer the HPA got over HTTP)"
-    shown = kubectl.shorten(answer) + (f"\n{note}" if note else "")
+    shown = kubectl.block(command, answer, note)
     console.print(shown + "\n")
-    return f"{command}\n{shown}"
+    return shown
 
 
 def chat_ports() -> dict[str, int]:
@@ -137,6 +137,7 @@ async def control_loop(
                     chat_previous = record.chat[-1].sync.decision if record.chat else None
                     record.syncs.append(sync)
                     record.chat.append(sample)
+                    record.shared.append(others)
                     row = table.add(sync, others)
                     chat_row = record.chat_table.add(chat_sync, sample.ready, waiting)
                     console.print(console_line(table, row, record.chat_table, chat_row))
@@ -180,7 +181,11 @@ def write_outputs(console: Console, record: Record, plan: Plan, header: str, png
     title = "gpuscale demo: HPAs on gpu_utilization (custom metrics API) and inference_demand (external metrics API)"
     drawn = chart.available() and bool(record.syncs)
     panels = chart.ChatPanels(record.chat, plan.chat_spec, plan.arrivals.rate, plan.capacity) if record.chat else None
-    picture = chart.png(record.syncs, plan.spec, title, plan.script.total, panels) if drawn else None
+
+    def picture_titled(title: str | None) -> bytes:
+        return chart.png(chart.figure(record.syncs, plan.spec, title, plan.script.total, panels, record.shared))
+
+    picture = picture_titled(title) if drawn else None
     if picture is not None:
         png.write_bytes(picture)
         console.print(f"picture: {png.resolve()}")
@@ -188,7 +193,7 @@ def write_outputs(console: Console, record: Record, plan: Plan, header: str, png
         console.print("no picture: matplotlib is not installed (pip install 'gpuscale[plot]'); the table is the record")
     if html is not None:
         # the page's heading is the title: its picture goes without one, or the page would say it twice
-        inline = chart.png(record.syncs, plan.spec, None, plan.script.total, panels) if drawn else None
+        inline = picture_titled(None) if drawn else None
         text = page.page(title, header, inline, record.decisions, record.table, record.kubectl,
                          record.chat_table if record.chat else None, chart.height(panels))  # fmt: skip
         html.write_text(text, encoding="utf-8")
@@ -197,7 +202,9 @@ def write_outputs(console: Console, record: Record, plan: Plan, header: str, png
 
 async def run(seconds: float, target: float, simulate: bool, png: Path, html: Path | None) -> None:
     console = Console(sys.stdout, seconds)
-    workdir = Path(tempfile.mkdtemp(prefix="gpuscale-demo-"))
+    for stale in lifetime.remove_stale(Path(tempfile.gettempdir())):
+        console.print(f"removed {stale}: left by a run that was killed")
+    workdir = lifetime.make_workdir()
     node: Node | None = None
     try:
         node = simulated_node(workdir) if simulate else real_node(workdir, seconds)
@@ -260,8 +267,15 @@ def outputs_problem(png: Path, html: Path | None) -> str:
     return ""
 
 
+USAGE_EPILOG = "\n".join([
+    "through make, the options go in ARGS:",
+    '  make run ARGS="--html demo.html"',
+    '  make run ARGS="--png /tmp/run.png --html /tmp/run.html --seconds 150"',
+])  # fmt: skip
+
+
 def main() -> None:
-    parser = argparse.ArgumentParser(prog="gpuscale-demo", description=plain(__doc__),
+    parser = argparse.ArgumentParser(prog="python -m demo", description=plain(__doc__), epilog=USAGE_EPILOG,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
     parser.add_argument(
         "--seconds",
@@ -282,13 +296,17 @@ def main() -> None:
     if problem:
         parser.error(problem)  # before anything starts: a run is not lost at its end for a path that cannot be written
     simulate = args.simulate or not has_gpu()
+    stopped = "every process the demo started has stopped, its temporary files are removed"
     try:
-        asyncio.run(run(args.seconds, args.target, simulate, args.png, args.html))
+        asyncio.run(lifetime.stoppable(run(args.seconds, args.target, simulate, args.png, args.html)))
     except KeyboardInterrupt:
-        print("\nstopped: every process the demo started has stopped, its temporary files are removed")
+        print(f"\nstopped: {stopped}")
         sys.exit(130)
+    except lifetime.Stopped as e:
+        print(f"\nstopped by {e}: {stopped}")
+        sys.exit(128 + e.signum)  # what a shell reports for a process the signal ended
     except (RuntimeError, OSError) as e:
-        print(f"gpuscale-demo: error: {e}", file=sys.stderr)
+        print(f"{parser.prog}: error: {e}", file=sys.stderr)
         sys.exit(1)
 
 

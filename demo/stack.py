@@ -26,6 +26,7 @@ import aiohttp
 from harness.kube.api import FakeKubeAPIServer
 from harness.kube.wire import parse_quantity
 from harness.node.kubelet import FakePod, PodResourcesServer
+from harness.parent_death import guarded
 from harness.processes import free_port
 from harness.stores.prometheus import Prometheus, run_prometheus
 
@@ -93,6 +94,7 @@ class Stack:
                 [f"127.0.0.1:{collector_port}"],
                 scrape_interval="1s",
                 extra_jobs=list(self.scrape_jobs),
+                die_with_parent=True,
             )
         )
         adapter_port = free_port()
@@ -112,8 +114,9 @@ class Stack:
     def _spawn(self, name: str, args: list[str], env: dict[str, str]) -> None:
         log = (self.workdir / f"{name}.log").open("wb")
         self._exit.callback(log.close)
+        # killed with the demo even by a SIGKILL: called from the event loop's thread, which lives as long as it
         process = subprocess.Popen(
-            [sys.executable, *args], cwd=ROOT, env={**os.environ, **env}, stdout=log, stderr=subprocess.STDOUT
+            guarded([sys.executable, *args]), cwd=ROOT, env={**os.environ, **env}, stdout=log, stderr=subprocess.STDOUT
         )
         self.processes[name] = process
 

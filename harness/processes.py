@@ -12,6 +12,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from harness.parent_death import guarded
+
 
 def free_port() -> int:
     with socket.socket() as s:
@@ -21,12 +23,20 @@ def free_port() -> int:
 
 @contextmanager
 def server_process(
-    what: str, args: list[str], log: Path, ready_url: str, cwd: Path | None = None, within: float = 30.0
+    what: str,
+    args: list[str],
+    log: Path,
+    ready_url: str,
+    cwd: Path | None = None,
+    within: float = 30.0,
+    die_with_parent: bool = False,
 ) -> Iterator[subprocess.Popen[bytes]]:
     """``args`` running in ``cwd`` with its output in ``log``, once ``ready_url`` answers 200 (within ``within``
-    seconds); stopped on exit."""
+    seconds); stopped on exit. ``die_with_parent``: killed too if this process is (harness/parent_death.py; only
+    from a thread that outlives the server)."""
     with log.open("wb") as out:
-        process = subprocess.Popen(args, cwd=cwd, stdout=out, stderr=subprocess.STDOUT)
+        command = guarded(args) if die_with_parent else args
+        process = subprocess.Popen(command, cwd=cwd, stdout=out, stderr=subprocess.STDOUT)
     try:
         deadline = time.monotonic() + within
         while True:

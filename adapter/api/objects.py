@@ -1,4 +1,4 @@
-"""The JSON objects of the metrics APIs (DESIGN §3.2): every response carries ``kind`` and ``apiVersion``."""
+"""The JSON objects of the metrics APIs: every response carries ``kind`` and ``apiVersion``."""
 
 from __future__ import annotations
 
@@ -58,7 +58,7 @@ class ResourceEntry:
     namespaced: bool
 
 
-# -- the wire objects, as the metrics APIs' Go types marshal them (DESIGN §3.2) --------------------------------
+# -- the wire objects, as the metrics APIs' Go types marshal them ----------------------------------------
 
 
 class DescribedObject(TypedDict):

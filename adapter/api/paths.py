@@ -1,4 +1,4 @@
-"""Request paths of the metrics APIs, parsed into requests (pure; every path form of DESIGN §3.1).
+"""Request paths of the metrics APIs, parsed into requests (pure; every path form the metrics APIs have).
 
 Segments are split from the raw, still percent-encoded path and decoded one by one, so ``%2A`` is ``*`` and an
 encoded ``/`` inside a name never splits it.

@@ -20,7 +20,7 @@ import aiohttp
 from adapter.backends.kube_client import KubeClient, status_reason
 from adapter.errors import KubernetesError, ReviewError
 
-# where kube-apiserver publishes the client CAs for extension API servers (DESIGN §3.4)
+# where kube-apiserver publishes the client CAs for extension API servers (docs/adapter.md#security)
 CONFIGMAP_NAMESPACE, CONFIGMAP_NAME = "kube-system", "extension-apiserver-authentication"
 CONFIGMAP = f"ConfigMap {CONFIGMAP_NAMESPACE}/{CONFIGMAP_NAME}"
 TOKEN_REVIEWS = "/apis/authentication.k8s.io/v1/tokenreviews"

@@ -18,7 +18,7 @@ import aiohttp
 from aiohttp.http_exceptions import HttpProcessingError
 
 from adapter.backends.kubeconfig import loaded
-from adapter.errors import KubernetesError, ResourceExpired
+from adapter.errors import ConfigError, KubernetesError, ResourceExpired
 
 Params = list[tuple[str, str]]
 
@@ -44,7 +44,8 @@ async def _api_client(kubeconfig: Path | None) -> Any:
         load_incluster(client_configuration=configuration)
         return client.ApiClient(configuration)
     except (config.ConfigException, OSError, ValueError, KeyError) as e:
-        raise KubernetesError(f"cannot configure the Kubernetes client: {e}") from e
+        # the kubeconfig or the service account is wrong, not the API server: a configuration error (exit 2)
+        raise ConfigError(f"cannot configure the Kubernetes client: {e}") from e
 
 
 class KubeClient:

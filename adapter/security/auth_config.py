@@ -1,7 +1,7 @@
 """Which client certificates authenticate whom: the CA bundles and request-header names of Kubernetes' delegated
 authentication, from flags or from ConfigMap ``kube-system/extension-apiserver-authentication``.
 
-kube-apiserver publishes that ConfigMap for extension API servers (DESIGN §3.4): ``client-ca-file`` (PEM) signs
+kube-apiserver publishes that ConfigMap for extension API servers: ``client-ca-file`` (PEM) signs
 users' client certificates; ``requestheader-client-ca-file`` (PEM) signs the front proxy's certificate, whose
 requests carry the user in headers named by ``requestheader-username-headers``, ``-group-headers`` and
 ``-extra-headers-prefix``, and ``requestheader-allowed-names`` (when not empty) lists the certificate names the front

@@ -3,7 +3,7 @@
 The TLS handshake verifies a client certificate against every CA a client may use (the client CA and the
 request-header CA together), but Python's ``ssl`` does not say which one matched, and the answer decides whether the
 certificate names a user or vouches for a front proxy's headers. So the leaf is verified again here, per CA bundle,
-with ``cryptography``'s verifier (DESIGN §3.4). Its end-entity policy is relaxed (``permit_all``) because kubeadm's
+with ``cryptography``'s verifier. Its end-entity policy is relaxed (``permit_all``) because kubeadm's
 front-proxy client certificate has no subjectAltName, which the Web PKI policy requires; the extended key usage is
 then checked as Go's ``x509.Verify`` checks it for Kubernetes (``clientAuth``, or no EKU extension at all).
 """

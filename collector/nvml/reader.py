@@ -23,6 +23,8 @@ from collector.nvml.readings import READINGS
 
 log = logging.getLogger(__name__)
 
+NO_DRIVER = frozenset({"LibraryNotFound", "DriverNotLoaded"})  # NVML's words for "no NVIDIA driver here"
+
 
 @dataclass(frozen=True)
 class InstanceReading:
@@ -116,7 +118,11 @@ class NvmlReader:
             self.driver_version = text(nvml.nvmlSystemGetDriverVersion())
             count = nvml.nvmlDeviceGetCount()
         except nvml.NVMLError as e:
-            raise NvmlUnavailable(f"NVML did not start: {error_kind(nvml, e)} ({_describe(e)})") from e
+            kind = error_kind(nvml, e)
+            # the first thing a first run without a GPU meets: say how to run without one
+            hint = "; on a machine without NVIDIA GPUs, --simulate-gpus N serves N simulated ones"
+            hint = hint if kind in NO_DRIVER else ""
+            raise NvmlUnavailable(f"NVML did not start: {kind} ({_describe(e)}){hint}") from e
         self.system_labels, self._system_unsupported = {"DCGM_FI_DRIVER_VERSION": self.driver_version}, {}
         for name, read in SYSTEM_LABELS.items():
             try:

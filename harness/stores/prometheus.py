@@ -81,10 +81,11 @@ def run_prometheus(
     extra_args: list[str] | None = None,
     extra_jobs: list[dict[str, Any]] | None = None,
     port: int | None = None,
+    die_with_parent: bool = False,
 ) -> Iterator[Prometheus]:
     """Start Prometheus scraping ``scrape_targets`` (host:port), and the scrape jobs of ``extra_jobs``, and stop it on
-    exit. ``port``: that of a Prometheus stopped before, to start it again where its clients look (default: a free
-    one)."""
+    exit (and, with ``die_with_parent``, when this process is killed). ``port``: that of a Prometheus stopped before,
+    to start it again where its clients look (default: a free one)."""
     port = port or free_port()
     config: dict[str, Any] = {
         "global": {"scrape_interval": scrape_interval, "evaluation_interval": scrape_interval},
@@ -114,5 +115,5 @@ def run_prometheus(
         *(extra_args or []),
     ]
     url = f"http://127.0.0.1:{port}"
-    with server_process("Prometheus", args, log, f"{url}/-/ready") as process:
+    with server_process("Prometheus", args, log, f"{url}/-/ready", die_with_parent=die_with_parent) as process:
         yield Prometheus(url, process, log)

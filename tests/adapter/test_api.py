@@ -1,4 +1,4 @@
-"""The metrics APIs' contract (DESIGN §3), end to end: a real Prometheus, the Kubernetes API faked at its boundary."""
+"""The metrics APIs' contract, end to end: a real Prometheus, the Kubernetes API faked at its boundary."""
 
 from __future__ import annotations
 

@@ -13,7 +13,7 @@ from aiohttp import web
 from adapter.backends.kube_api import KubernetesMetadataAPI
 from adapter.backends.kube_cache import ObjectLister, Reflector
 from adapter.backends.kube_client import KubeClient
-from adapter.errors import KubernetesError
+from adapter.errors import ConfigError, KubernetesError
 from adapter.naming import resources
 from adapter.query.selectors import parse_selector
 from adapter.self_metrics import AdapterMetrics
@@ -209,8 +209,8 @@ async def test_a_bad_token_is_a_kubernetes_error(kube: FakeKubeAPIServer, tmp_pa
         await client.close()
 
 
-async def test_a_missing_kubeconfig_is_a_kubernetes_error(tmp_path: Path) -> None:
-    with pytest.raises(KubernetesError, match="cannot configure the Kubernetes client"):
+async def test_a_missing_kubeconfig_is_a_configuration_error(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="cannot configure the Kubernetes client"):
         await KubernetesMetadataAPI.connect(tmp_path / "absent")
 
 

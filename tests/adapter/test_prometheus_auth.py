@@ -22,7 +22,7 @@ from adapter.backends.kube_client import KubeClient
 from adapter.backends.prometheus import PrometheusClient, PrometheusConfig, make_session
 from adapter.backends.prometheus_auth import KubeconfigCredentials
 from adapter.components import components
-from adapter.errors import ConfigError, KubernetesError, PrometheusError
+from adapter.errors import ConfigError, PrometheusError
 from adapter.self_metrics import AdapterMetrics
 from harness.adapter.in_process import settings_for
 from harness.kube.pki import CA
@@ -305,7 +305,7 @@ async def test_an_unusable_kubeconfig_stops_the_start_naming_it(
         await prometheus_auth.resolve(PrometheusConfig(), auth_config=path)
     assert str(raised.value).startswith(f"--prometheus-auth-config: kubeconfig {path}: ")
     assert reason in str(raised.value)
-    with pytest.raises(KubernetesError, match=f"cannot configure the Kubernetes client: kubeconfig {path}: "):
+    with pytest.raises(ConfigError, match=f"cannot configure the Kubernetes client: kubeconfig {path}: "):
         await KubeClient.connect(path, 5.0)
 
 

@@ -26,7 +26,7 @@ from harness.kube.wire import parse_quantity  # independent of the adapter: roun
         ("1000", "1k"),
         ("1500", "1500"),
         ("0.0001", "100u"),
-        # the DESIGN's item value and other everyday GPU readings
+        # a utilization item's value (95.5 %) and other everyday GPU readings
         ("95.5", "95500m"),
         ("0", "0"),
         ("-0", "0"),

@@ -45,6 +45,7 @@ async def test_health_is_503_with_the_reason_while_nvml_is_down(serve: Serve) ->
     status, _, text = await client.get("/health")
     assert status == 503
     assert "NVML did not start: LibraryNotFound" in text
+    assert "without NVIDIA GPUs, --simulate-gpus N serves N simulated ones" in text  # how to run here anyway
     status, _, text = await client.get("/metrics")  # still answers, with the collector's own series
     assert status == 200
     assert "gpuscale_collector_nvml_up 0" in text

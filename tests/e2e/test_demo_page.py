@@ -96,7 +96,7 @@ def known_chat() -> list[ChatSample]:
 
 
 def answer(values: dict[str, float]) -> str:
-    """A MetricValueList as the adapter answers it."""
+    """A MetricValueList as the adapter answers it (compact JSON)."""
     items = [
         {"describedObject": {"kind": "Pod", "namespace": "ml", "name": name, "apiVersion": "v1"},
          "metric": {"name": "gpu_utilization", "selector": None}, "timestamp": "2026-12-04T18:23:28Z",
@@ -104,7 +104,7 @@ def answer(values: dict[str, float]) -> str:
         for name, value in values.items()
     ]  # fmt: skip
     return json.dumps({"kind": "MetricValueList", "apiVersion": "custom.metrics.k8s.io/v1beta2", "metadata": {},
-                       "items": items})  # fmt: skip
+                       "items": items}, separators=(",", ":"))  # fmt: skip
 
 
 def known_record() -> Record:
@@ -116,14 +116,15 @@ def known_record() -> Record:
         chat_previous = record.chat[-1].sync.decision if record.chat else None
         record.syncs.append(sync)
         record.chat.append(sample)
-        record.table.add(sync, {"infer-a": 55.0, "infer-b": 20.0})
+        record.shared.append({"infer-a": 55.0, "infer-b": 20.0})
+        record.table.add(sync, record.shared[-1])
         record.chat_table.add(sample.sync, sample.ready, sample.waiting)
         if worth_saying(sync.decision, previous):
             record.decisions.append(decision_line("trainer", sync, SPEC.target))
         if worth_saying(sample.sync.decision, chat_previous):
             record.decisions.append(external_line("chat", sample.sync, "inference_demand", PLAN.chat_spec))
         if not record.kubectl and len(sync.values) == 4:
-            record.kubectl = f"$ {kubectl.user_command(PATH)}\n{kubectl.shorten(answer(sync.values))}"
+            record.kubectl = kubectl.block(kubectl.user_command(PATH), answer(sync.values))
     return record
 
 
@@ -168,9 +169,10 @@ def test_the_title_is_shown_once(written: Written) -> None:
     again = shown == titled
     assert not again, "the page's picture says the title again under the heading"
     panels = chart.ChatPanels(written.record.chat, PLAN.chat_spec, PLAN.arrivals.rate, PLAN.capacity)
-    assert shown == chart.png(written.record.syncs, SPEC, None, SCRIPT.total, panels)
+    shared = written.record.shared
+    assert shown == chart.png(chart.figure(written.record.syncs, SPEC, None, SCRIPT.total, panels, shared))
     # the picture's file, seen alone, keeps the title: it says what it is
-    assert titled == chart.png(written.record.syncs, SPEC, TITLE, SCRIPT.total, panels)
+    assert titled == chart.png(chart.figure(written.record.syncs, SPEC, TITLE, SCRIPT.total, panels, shared))
 
 
 def test_the_tables_have_the_consoles_header_rows_and_their_numbers_right_aligned(written: Written) -> None:
@@ -193,6 +195,11 @@ def test_the_kubectl_line_the_console_shows_is_on_the_page(written: Written) -> 
     text = written.seen[1280]["text"]
     assert f"$ kubectl get --raw '{PATH}'" in text
     assert '{"kind":"MetricValueList","apiVersion":"custom.metrics.k8s.io/v1beta2"' in text
+    printed = written.record.kubectl.splitlines()[1]  # the answer whole, as kubectl wrote it: every pod's item
+    assert printed in text
+    assert [item["describedObject"]["name"] for item in json.loads(printed)["items"]] == [
+        f"trainer-{n}" for n in range(4)
+    ]
 
 
 def test_text_with_markup_is_shown_as_it_is(written: Written) -> None:
