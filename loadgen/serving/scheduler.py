@@ -85,6 +85,10 @@ class Scheduler:
         """The share of KV slots in use, 0 to 1 (vLLM's ``kv_cache_usage_perc``)."""
         return self.kv_used / self.limits.kv_tokens
 
+    def holding(self) -> list[Request]:
+        """Every request the engine holds: the running ones, then those waiting, in order."""
+        return [*self._running, *self._waiting]
+
     def waiting_ids(self) -> list[int]:
         return [r.id for r in self._waiting]
 
