@@ -177,7 +177,7 @@ SEED = Policy(
 PRODUCTION_STACK = Policy(
     name="production-stack",
     recommended_by="vLLM production-stack",
-    source="vllm-project/production-stack tutorials/20-keda-autoscaling.md (scale to zero), a6c01db0 (2026-08-05)",
+    source="vllm-project/production-stack tutorials/20-keda-autoscaling.md §7 (scale to zero), 41b93c42 (2026-04-13)",
     keda=ScaledObject(
         triggers=(Trigger("inference_requests_waiting", 5), Trigger("inference_request_activity", 1)),
         min_replica_count=0,
@@ -236,8 +236,8 @@ LLM_D_EPP_QUEUE = _llm_d_keda_epp(
 KSERVE = Policy(
     name="kserve",
     recommended_by="KServe (InferenceService with autoscalerClass keda)",
-    source="kserve/website docs/model-serving/generative-inference/autoscaling/autoscaling.md 882cd202 "
-    "(2026-06-03); kserve/kserve pkg/controller/v1beta1/inferenceservice/reconcilers/keda/keda_reconciler.go",
+    source="kserve/website docs/model-serving/generative-inference/autoscaling/autoscaling.md 54acd462 "
+    "(2025-09-13); kserve/kserve pkg/controller/v1beta1/inferenceservice/reconcilers/keda/keda_reconciler.go 00ad1e9f",
     keda=ScaledObject(
         triggers=(Trigger("inference_requests_running", 2),),
         min_replica_count=1,

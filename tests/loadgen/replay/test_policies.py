@@ -131,7 +131,7 @@ def test_the_seed() -> None:
 
 
 def test_production_stack() -> None:
-    # vllm-project/production-stack tutorials/20-keda-autoscaling.md §7 "Scale Down to Zero" (a6c01db0, 2026-08-05):
+    # vllm-project/production-stack tutorials/20-keda-autoscaling.md §7 "Scale Down to Zero" (41b93c42, 2026-04-13):
     # minReplicaCount 0, pollingInterval 15, cooldownPeriod 360; trigger 1 query vllm:num_requests_waiting,
     # threshold '5'; trigger 2 query sum(rate(vllm:num_incoming_requests_total[1m]) > bool 0), threshold "1";
     # no metricType (KEDA's default AverageValue), no activationThreshold (the Prometheus scaler's default 0)
@@ -197,7 +197,7 @@ def test_llm_d_keda_epp(name: str, signal: Trigger) -> None:
 
 
 def test_kserve() -> None:
-    # kserve/website docs/model-serving/generative-inference/autoscaling/autoscaling.md (882cd202, 2026-06-03):
+    # kserve/website docs/model-serving/generative-inference/autoscaling/autoscaling.md (54acd462, 2025-09-13):
     # External, query vllm:num_requests_running, target Value "2", minReplicas 1. keda_reconciler.go writes the
     # target as the trigger's threshold and sets no metricType (KEDA's AverageValue), no pollingInterval or
     # cooldownPeriod (KEDA's 30 and 300) and no behavior
