@@ -134,10 +134,14 @@ def _check_keda(policy: str, so: ScaledObject) -> None:
         raise ValueError(f"policy {policy}: minReplicaCount 0 needs a trigger on an External metric to wake it")
     if not 0 <= so.min_replica_count <= so.max_replica_count or so.max_replica_count < 1:
         raise ValueError(f"policy {policy}: need 0 <= minReplicaCount <= maxReplicaCount and maxReplicaCount >= 1")
+    if so.idle_replica_count is not None and not 0 <= so.idle_replica_count < so.min_replica_count:
+        # KEDA's webhook: idleReplicaCount must be lower than minReplicaCount
+        raise ValueError(f"policy {policy}: idleReplicaCount must be from 0 to below minReplicaCount")
     for key in ("polling_interval", "cooldown_period", "initial_cooldown_period"):
         value = getattr(so, key)
         if value != int(value) or value < (1 if key == "polling_interval" else 0):
-            raise ValueError(f"policy {policy}: {key} must be whole seconds, not {value}")
+            least = 1 if key == "polling_interval" else 0
+            raise ValueError(f"policy {policy}: {key} must be whole seconds, {least} or more, not {value}")
 
 
 def static_policy(replicas: int) -> Policy:

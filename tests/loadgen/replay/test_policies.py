@@ -67,6 +67,7 @@ def by_name(name: str) -> Policy:
         ({"keda": ScaledObject((Trigger("inference_demand", 5),), polling_interval=0)}, "polling_interval"),
         ({"keda": ScaledObject((Trigger("inference_demand", 5),), cooldown_period=-1)}, "cooldown_period"),
         ({"keda": ScaledObject(())}, "at least one trigger"),
+        ({"keda": ScaledObject((Trigger("inference_demand", 5),), 1, idle_replica_count=1)}, "idleReplicaCount"),
     ],
 )
 def test_a_policy_that_cannot_run_is_refused_saying_why(kinds: dict[str, Any], named: str) -> None:
@@ -256,7 +257,21 @@ def test_quantity(value: float, text: str) -> None:
     assert quantity(value) == text
 
 
-ALL = [*POLICIES, static_policy(7)]
+# production-stack's helm/values.yaml example (01eaf92c): idleReplicaCount 0, initialCooldownPeriod 60; with a
+# selectPolicy and a tolerance-free behavior, so that every field the writer knows is read back once
+HELM_EXAMPLE = policy(
+    keda=ScaledObject(
+        (Trigger("inference_requests_waiting", 5), Trigger("inference_request_rate", 2.5, "Value", 0.5)),
+        min_replica_count=1,
+        max_replica_count=5,
+        polling_interval=15,
+        cooldown_period=360,
+        initial_cooldown_period=60,
+        idle_replica_count=0,
+        behavior=Behavior(scale_down=ScalingRules(300, "Min", (ScalingPolicy("Pods", 1, 60),))),
+    )
+)
+ALL = [*POLICIES, HELM_EXAMPLE, static_policy(7)]
 
 
 def parse(p: Policy) -> dict[str, Any]:
@@ -322,7 +337,7 @@ def scaled_object_back(spec: dict[str, Any]) -> ScaledObject:
     )
 
 
-@pytest.mark.parametrize("p", POLICIES, ids=lambda p: p.name)
+@pytest.mark.parametrize("p", [*POLICIES, HELM_EXAMPLE], ids=lambda p: p.name)
 def test_the_manifest_reads_back_as_the_policy(p: Policy) -> None:
     obj = parse(p)
     if p.hpa is not None:
