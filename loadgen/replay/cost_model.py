@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import bisect
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -67,11 +67,15 @@ class CostModel:
     linear_scale: float = 1.0
     attention_scale: float = 1.0
     source: str = ""  # the profile's GPU and date, for the report
+    # the linear part by tokens: a replay asks for the same few hundred batch sizes millions of times
+    _linear: dict[int, float] = field(default_factory=dict, compare=False, repr=False)
 
     def step_seconds(self, tokens: int, decode_context: int, prompt_squares: int) -> float:
         """A step of ``tokens`` tokens in all, whose decoding requests hold ``decode_context`` tokens of KV between
         them and whose prompts' squares add up to ``prompt_squares``."""
-        seconds = self.linear(tokens) * self.linear_scale
+        seconds = self._linear.get(tokens)
+        if seconds is None:
+            seconds = self._linear[tokens] = self.linear(tokens) * self.linear_scale
         attention = self.decode_attention(decode_context) if decode_context else 0.0
         if prompt_squares:
             attention += self.prefill_per_square * prompt_squares

@@ -94,9 +94,19 @@ class Replica:
             if self._step is not None:
                 self._complete(self._step, end)
                 self._step = None
-            else:
-                self._quiet_done += 1
-                self.counters.generated += self.scheduler.running
+                self._start_step(end)
+                continue
+            # a run of quiet decodes: each step is the same batch with one more token of context apiece
+            s, cost = self.scheduler, self._cost
+            running = s.running
+            done, left = self._quiet_done + 1, self._quiet_left
+            while left > 0:
+                following = end + cost.step_seconds(running, s.kv_used + (done + 1) * running, 0)
+                if following > t:
+                    break
+                end, done, left = following, done + 1, left - 1
+            self.counters.generated += (done - self._quiet_done) * running
+            self._quiet_done, self._quiet_left = done, left
             self._start_step(end)
 
     def delete(self, t: float) -> None:

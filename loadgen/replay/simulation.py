@@ -31,6 +31,7 @@ from typing import Protocol
 from ..autoscaling import ControllerConfig, HpaController, HpaSpec, KedaLoop, Observation, Pod, ScaledObject
 from ..serving.scheduler import Limits
 from .cost_model import CostModel
+from .policies import PODS_METRICS
 from .replica import Phase, ReplayRequest, Replica
 from .trace import Arrival
 
@@ -69,7 +70,8 @@ class GatewaySample:
 
 
 class Policy(Protocol):
-    """How the Deployment is scaled: an HPA, a ScaledObject (KEDA and the HPA it makes), or neither (static)."""
+    """How the Deployment is scaled: an HPA, a ScaledObject (KEDA and the HPA it makes), or neither (a fixed count:
+    the replicas it starts with). ``policies.Policy`` is one."""
 
     @property
     def name(self) -> str: ...
@@ -277,13 +279,22 @@ class Simulation:
         tl.arrivals.append(arrived)
 
     def _external_values(self, t: float) -> dict[str, float]:
+        """What the adapter's scaler answers KEDA for each trigger: a Pods metric's sum over the Deployment's pods
+        (``metricType: pods``), else the namespace's external value."""
         assert self.policy.keda is not None
         values = {}
         for trigger in self.policy.keda.triggers:
-            value = self.metrics.external_metric(trigger.metric, t)
+            value = self._trigger_value(trigger.metric, t)
             if value is not None:
                 values[trigger.metric] = value
         return values
+
+    def _trigger_value(self, metric: str, t: float) -> float | None:
+        if metric in PODS_METRICS:
+            names = {r.name for r in self.replicas if r.deleted is None}
+            values = [v for pod, v in self.metrics.pods_metric(metric, t).items() if pod in names]
+            return sum(values) if values else None
+        return self.metrics.external_metric(metric, t)
 
     def _observe(self, t: float) -> Observation:
         assert self._hpa is not None
@@ -298,7 +309,8 @@ class Simulation:
                 values = self.metrics.pods_metric(metric.name, t)
                 pod_metrics[metric.name] = {pod: v for pod, v in values.items() if pod in names}
             else:
-                value = self.metrics.external_metric(metric.name, t)
+                # KEDA's HPA reads each trigger through KEDA's metrics server, which asks the scaler: the same value
+                value = self._trigger_value(metric.name, t)
                 if value is not None:
                     external[metric.name] = (value,)
         return Observation(len(members), pods, pod_metrics, {}, external)

@@ -1,14 +1,15 @@
 """The replay's mechanisms on traces worked by hand: every step of a replica costs 10 ms, so each time below follows
 from the scheduler's rules (loadgen/serving/scheduler.py) and the lifecycle's."""
 
+import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import pytest
 
 from loadgen.autoscaling import Behavior, HpaSpec, MetricSpec, ScaledObject, ScalingRules, Trigger
-from loadgen.replay.cost_model import CostModel, Table
-from loadgen.replay.replica import Phase
+from loadgen.replay.cost_model import CostModel, Table, load_profile
+from loadgen.replay.replica import Phase, Replica, ReplayRequest
 from loadgen.replay.simulation import EngineSample, GatewaySample, Outcome, Settings, Simulation
 from loadgen.replay.trace import Arrival
 from loadgen.serving.scheduler import Limits
@@ -142,3 +143,29 @@ def test_a_loading_pod_is_scraped_for_its_gpu_only() -> None:
     assert at_45 == [EngineSample("engine-0", 0.0)]  # created at 30 s, loading until 90 s
     at_90 = next(engines for t, engines, _ in metrics.scrapes if t == 90.0)
     assert at_90[0].waiting == 0  # ready: its engine's series are there
+
+
+def test_a_replica_taking_quiet_decodes_at_once_gives_every_request_the_times_stepping_gives() -> None:
+    """Random requests into one replica with the H100 profile's step costs (which grow with the context), once with
+    quiet decodes and once stepping through every step: the same first tokens, ends and counters."""
+    cost = load_profile()
+    limits = Limits(max_batch=6, kv_tokens=3000, max_step_tokens=2000)
+    rng = random.Random(11)
+    arrivals = sorted((rng.uniform(0, 20), rng.randint(1, 600), rng.randint(1, 300)) for _ in range(120))
+    outcomes = []
+    for quiet in (True, False):
+        replica = Replica(0, -1.0, 1.0, limits, cost)
+        replica.became_ready()
+        if not quiet:
+            replica.scheduler.quiet_decodes = lambda: 0  # type: ignore[method-assign]
+        requests = [ReplayRequest(i, at, p, o) for i, (at, p, o) in enumerate(arrivals)]
+        for r in requests:
+            replica.advance_to(r.arrival)
+            replica.add(r, r.arrival)
+        replica.advance_to(10_000.0)
+        outcomes.append(([(r.first_token, r.finished, r.preemptions) for r in requests], replica.counters))
+    (fast, fast_counters), (slow, slow_counters) = outcomes
+    assert fast == [(pytest.approx(f), pytest.approx(e), p) for f, e, p in slow]
+    assert fast_counters.generated == slow_counters.generated
+    assert fast_counters.ttft_sum == pytest.approx(slow_counters.ttft_sum)
+    assert any(p for _, _, p in slow)  # the KV cache ran out on the way: preemptions were part of it
