@@ -122,7 +122,7 @@ class Outcome:
 
 
 # event kinds, in the order they are taken at the same time
-READY, DEADLINE, SCRAPE, POLL, SYNC = range(5)
+READY, DEADLINE, SET, SCRAPE, POLL, SYNC = range(6)
 
 
 class Simulation:
@@ -135,7 +135,10 @@ class Simulation:
         metrics: Metrics,
         initial_replicas: int,
         progress: Callable[[float], None] | None = None,
+        schedule: Sequence[tuple[float, int]] = (),
     ) -> None:
+        """``schedule``: (time, replicas) at which the Deployment is set to that many replicas, as the clairvoyant
+        bound sets it (bound.py), besides or instead of the policy's autoscaler."""
         self.arrivals = arrivals
         self.policy = policy
         self.settings = settings
@@ -152,6 +155,7 @@ class Simulation:
         self.peak = 0
         self._events: list[tuple[float, int, int, int]] = []  # (time, kind, order, replica index or 0)
         self._order = 0
+        self._schedule = schedule
         self._hpa: HpaController | None = None
         self._keda: KedaLoop | None = None
         if policy.hpa is not None:
@@ -176,6 +180,8 @@ class Simulation:
             self._push(s.controller.sync_period, SYNC)
         if self._keda is not None:
             self._push(self._keda.scaled_object.polling_interval, POLL)
+        for k, (at, _) in enumerate(self._schedule):
+            self._push(at, SET, k)
         stop = self.trace_end + s.tail
         i, n = 0, len(self.arrivals)
         last_report = 0.0
@@ -219,6 +225,8 @@ class Simulation:
             replica = self.replicas[index]
             replica.advance_to(t)
             replica.cut(t)
+        elif kind == SET:
+            self._scale(self._schedule[index][1], t)
         elif kind == SCRAPE:
             self._scrape(t)
             self._push(t + s.scrape_interval, SCRAPE)

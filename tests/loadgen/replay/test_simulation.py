@@ -9,7 +9,7 @@ import pytest
 
 from loadgen.autoscaling import Behavior, HpaSpec, MetricSpec, ScaledObject, ScalingRules, Trigger
 from loadgen.replay.cost_model import CostModel, Table, load_profile
-from loadgen.replay.replica import Phase, Replica, ReplayRequest
+from loadgen.replay.replica import Phase, ReplayRequest, Replica
 from loadgen.replay.simulation import EngineSample, GatewaySample, Outcome, Settings, Simulation
 from loadgen.replay.trace import Arrival
 from loadgen.serving.scheduler import Limits
