@@ -165,7 +165,8 @@ def test_a_replica_taking_quiet_decodes_at_once_gives_every_request_the_times_st
         replica.advance_to(10_000.0)
         outcomes.append(([(r.first_token, r.finished, r.preemptions) for r in requests], replica.counters))
     (fast, fast_counters), (slow, slow_counters) = outcomes
-    assert fast == [(pytest.approx(f), pytest.approx(e), p) for f, e, p in slow]
+    for (f1, e1, p1), (f2, e2, p2) in zip(fast, slow, strict=True):
+        assert (f1, e1, p1) == (pytest.approx(f2), pytest.approx(e2), p2)  # type: ignore[comparison-overlap]
     assert fast_counters.generated == slow_counters.generated
     assert fast_counters.ttft_sum == pytest.approx(slow_counters.ttft_sum)
     assert any(p for _, _, p in slow)  # the KV cache ran out on the way: preemptions were part of it
