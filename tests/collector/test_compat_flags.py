@@ -129,3 +129,18 @@ def test_slice_flags_given_twice_keep_both_values_and_an_empty_variable_is_one_n
     allow = "--kubernetes-pod-label-allowlist-regex"
     patterns = parse_settings([allow, "^app", allow, "^team"], env=env).pod_label_allowlist
     assert [p.pattern for p in patterns] == ["^app", "^team"]
+
+
+@pytest.mark.parametrize("spelling", ["-rbmn", "--rbmn", "--replace-blanks-in-model-name", "-rbmn=true"])
+def test_replace_blanks_is_taken_in_every_spelling_docs_collector_md_names(spelling: str) -> None:
+    # dcgm-exporter declares -rbmn with one dash; Go reads it with two as well. Both once ended with "unknown flag".
+    with running_collector("--simulate-gpus", "1", "-c", "200", spelling) as url:
+        body, _ = scrape(url)
+    assert 'modelName="NVIDIA-H200"' in body
+    assert 'modelName="NVIDIA H200"' not in body
+
+
+def test_model_names_keep_their_blanks_without_rbmn() -> None:
+    with running_collector("--simulate-gpus", "1", "-c", "200") as url:
+        body, _ = scrape(url)
+    assert 'modelName="NVIDIA H200"' in body
