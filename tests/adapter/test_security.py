@@ -329,3 +329,30 @@ async def test_a_resource_spelt_otherwise_is_reviewed_as_the_resource_it_is_answ
     r = await adapter.get(HPA_REQUEST.replace("/pods/", f"/{spelling}/"), token=STRANGER_TOKEN)
     assert r.status == 200, r.text  # answered with pods' data, so reviewed as pods, as RBAC names them
     assert kube.reviews.access_reviews[-1]["resourceAttributes"]["resource"] == "pods"
+
+
+async def test_a_keda_question_explained_over_http_is_authorized_as_the_request_it_asks(
+    make_secure: MakeSecure, kube: FakeKubeAPIServer
+) -> None:
+    """/explain/keda/NAMESPACE reads what the trigger's HTTP question reads: a caller allowed /explain/* and ml's
+    pod metrics reads ml's through it, and not serving's."""
+    adapter = await make_secure(unauthorized_ttl=0.0, authorized_ttl=0.0)
+    kube.reviews.grant(user="stranger", paths=("/explain/*",))
+    kube.reviews.grant(user="stranger", api_groups=("custom.metrics.k8s.io",), resources=("pods/*",), namespace="ml")
+    question = "?metricName=gpu_utilization&labelSelector=app%3Dtrainer&targetValue=70"
+    r = await adapter.get("/explain/keda/ml" + question, token=STRANGER_TOKEN)
+    assert r.status == 200, r.text
+    assert {i["describedObject"]["name"] for i in r.body["answer"]["items"]} == {"trainer-0", "trainer-1"}
+    r = await adapter.get("/explain/keda/serving" + question, token=STRANGER_TOKEN)
+    assert r.status == 403, r.text
+    assert r.body["message"].startswith('pods/gpu_utilization.custom.metrics.k8s.io "*" is forbidden: User "stranger"')
+    explained = kube.reviews.access_reviews[-1]["resourceAttributes"]
+    assert (explained["namespace"], explained["resource"], explained["subresource"]) == (
+        "serving",
+        "pods",
+        "gpu_utilization",
+    )
+    r = await adapter.get("/explain/keda/ml?metricName=gpu_utilization", token=STRANGER_TOKEN)
+    assert r.status == 400, r.text  # reviewed as its own path, then told what the scaler would refuse
+    r = await adapter.get("/explain/keda/ml" + question)
+    assert unauthorized(r.status, r.body)
