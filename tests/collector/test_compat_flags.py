@@ -1,6 +1,7 @@
 """dcgm-exporter's other flags: --version, -r and the host label, the served format, and the flags accepted without
 effect, each of which must say truly why."""
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -144,3 +145,12 @@ def test_model_names_keep_their_blanks_without_rbmn() -> None:
     with running_collector("--simulate-gpus", "1", "-c", "200") as url:
         body, _ = scrape(url)
     assert 'modelName="NVIDIA H200"' in body
+
+
+@pytest.mark.parametrize("given", [["--log-format", "json"], ["-log-format=json"]])
+def test_log_format_json_writes_each_record_as_one_json_object(tmp_path: Path, given: list[str]) -> None:
+    log = tmp_path / "collector.log"
+    with running_collector("--simulate-gpus", "1", "-c", "200", *given, log=log):
+        pass
+    records = [json.loads(line) for line in log.read_text().splitlines() if line]
+    assert any("SIMULATED GPUs" in r["msg"] and r["level"] == "warning" for r in records), records
