@@ -16,6 +16,7 @@ from cryptography.x509.oid import ExtendedKeyUsageOID
 
 from adapter.backends.auth_api import KubernetesAuthAPI
 from adapter.backends.kube_client import KubeClient
+from adapter.settings import parse_settings
 from harness.adapter.in_process import MakeSecure
 from harness.kube.api import FakeKubeAPIServer
 from harness.kube.cluster import CUSTOM, HPA, HPA_REQUEST, HPA_TOKEN, STRANGER_TOKEN, Cluster
@@ -240,6 +241,18 @@ async def test_health_endpoints_are_open_and_everything_else_needs_credentials(m
         r = await adapter.get(path)
         assert unauthorized(r.status, r.body), path
     assert adapter.sample("gpuscale_adapter_errors_total", route="metrics", reason="Unauthorized") == 1
+
+
+async def test_authorization_always_allow_paths_opens_the_paths_it_names(make_secure: MakeSecure) -> None:
+    """The health paths are open whatever the flag says (the kubelet's probes carry no credentials)."""
+    flag = "--authorization-always-allow-paths=/metrics,/openapi/*"
+    given = parse_settings(["--prometheus-url=http://127.0.0.1:9", flag])
+    adapter = await make_secure(always_allow_paths=given.auth.always_allow_paths)
+    for path in ("/metrics", "/openapi/v2", "/healthz"):
+        r = await adapter.get(path)
+        assert r.status == 200, (path, r.text)
+    r = await adapter.get("/apis")
+    assert unauthorized(r.status, r.body)
 
 
 @pytest.mark.parametrize("failure", ["error", "timeout", "unreachable"])
