@@ -154,3 +154,29 @@ def test_log_format_json_writes_each_record_as_one_json_object(tmp_path: Path, g
         pass
     records = [json.loads(line) for line in log.read_text().splitlines() if line]
     assert any("SIMULATED GPUs" in r["msg"] and r["level"] == "warning" for r in records), records
+
+
+def test_debug_logs_debug_records_and_without_it_none_are_written(tmp_path: Path) -> None:
+    logs = {}
+    for given in (["--debug"], []):
+        logs[bool(given)] = tmp_path / f"collector-{bool(given)}.log"
+        with running_collector("--simulate-gpus", "1", "-c", "200", *given, log=logs[bool(given)]):
+            pass
+    assert " DEBUG " in logs[True].read_text()
+    assert " DEBUG " not in logs[False].read_text()
+
+
+def test_fallback_simulated_gpus_serves_them_when_nvml_cannot_start(tmp_path: Path) -> None:
+    pynvml = pytest.importorskip("pynvml")
+    try:
+        pynvml.nvmlInit()
+    except pynvml.NVMLError:
+        pass
+    else:
+        pynvml.nvmlShutdown()
+        pytest.skip("NVML starts on this machine: the fallback is not used")
+    log = tmp_path / "collector.log"
+    with running_collector("--fallback-simulated-gpus", "2", "-c", "200", log=log) as url:
+        body, _ = scrape(url)
+    assert 'DCGM_FI_DEV_GPU_UTIL{gpu="1"' in body
+    assert "serving 2 SIMULATED GPUs (--fallback-simulated-gpus)" in log.read_text()
