@@ -107,7 +107,10 @@ async def test_a_stream_follows_the_value_across_the_activation_value_both_ways(
             await eventually(unavailable, what="IsActive to say Prometheus is down")
             level.value = "90"
             await wait_until(lambda: prometheus.query(GPU)[0]["value"][1] == "90", what="the scrape of 90")
-            await asyncio.sleep(0.5)  # several of the stream's looks, all failing
+            await wait_until(  # a look of the stream's has failed (a fixed 0.5 s could end before its query did)
+                lambda: any(r.getMessage().startswith("StreamIsActive llm/") for r in caplog.records),
+                what="the stream to say Prometheus is down",
+            )
             proxy.respond = None
             assert await next_activity(stream) is True
             said = [r.getMessage() for r in caplog.records if r.getMessage().startswith("StreamIsActive")]
