@@ -190,8 +190,9 @@ async def test_stopping_ends_streams_with_ok_while_their_values_are_being_asked(
     async with scaler(two_streams_slow_prometheus) as stub:
         streams = [stub.StreamIsActive(ref(TRAINERS, "ml")) for _ in range(2)]
         assert await asyncio.gather(*map(next_activity, streams)) == [True, True]
+        asked = proxy.count("/api/v1/query")
         proxy.delay = 30.0  # each stream's next look waits on Prometheus when the server stops
-        await asyncio.sleep(0.5)
+        await wait_until(lambda: proxy.count("/api/v1/query") > asked, what="a look held at Prometheus")
         await server.stop()
         for stream in streams:
             assert await stream.read() is grpc.aio.EOF  # type: ignore[attr-defined]
