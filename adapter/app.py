@@ -1,9 +1,10 @@
 """The app factory: ``create_app(settings)`` wires the components; ``cleanup_ctx`` owns sessions and background tasks
 (each run by ``common/supervisor.py``, so none stops unseen).
 
-Middlewares run outermost first: ``observe`` (latency, errors → Status) wraps everything, then ``auth.guard``
-(authentication and authorization, unless ``--insecure-disable-auth``), so refusals are measured and rendered as
-Status objects like any other error; middlewares passed to ``create_app`` run inside both.
+Middlewares run outermost first: ``observe`` (latency, errors → Status) wraps everything, then
+``scaler_questions`` (``/explain/keda/...`` becomes the HTTP question it asks, which the guard then reviews), then
+``auth.guard`` (authentication and authorization, unless ``--insecure-disable-auth``), so refusals are measured and
+rendered as Status objects like any other error; middlewares passed to ``create_app`` run inside both.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from aiohttp.typedefs import Middleware
 from adapter.backends.auth_api import AuthAPI
 from adapter.backends.kube_api import KubeMetadataAPI
 from adapter.components import COMPONENTS, components
-from adapter.http import handlers
+from adapter.http import handlers, scaler_questions
 from adapter.http.health import STOPPING
 from adapter.keda.credentials import ScalerCertificates
 from adapter.keda.scaler import Scaler
@@ -121,7 +122,7 @@ def create_app(
     from.
     """
     guard = [] if settings.insecure_disable_auth else [auth.guard(settings.auth.always_allow_paths, _mapping)]
-    app = web.Application(middlewares=[handlers.observe, *guard, *middlewares])
+    app = web.Application(middlewares=[handlers.observe, scaler_questions.as_http_question, *guard, *middlewares])
     app[SETTINGS] = settings
     app[METRICS] = metrics or AdapterMetrics()
     app[TIMING] = timing

@@ -269,15 +269,17 @@ def as_go_reads_them(argv: Sequence[str]) -> list[str]:
     """The arguments as dcgm-exporter's flag parsing (Go's ``flag`` package, under urfave/cli) reads them: a name
     takes one dash or two, so ``-debug`` is ``--debug`` and ``--f`` is ``-f``. argparse would read ``-debug`` as
     ``-d ebug`` (the devices flag) and refuse ``--f``."""
-    names = {n.lstrip("-") for f in FLAGS.flags.values() for n in f.names} | {"v", "version", "h", "help"}
+    # each name to the spelling the table declares: dcgm-exporter's -rbmn is declared with one dash, as it spells it
+    spelling = {n.lstrip("-"): n for f in FLAGS.flags.values() for n in f.names}
+    spelling |= {"v": "-v", "version": "--version", "h": "-h", "help": "--help"}
     out = list(argv)
     for i, arg in enumerate(out):
         if arg == "--":
             break
-        name = arg.lstrip("-").partition("=")[0]
-        if not arg.startswith("-") or arg.startswith("---") or name not in names:
+        name, equals, value = arg.lstrip("-").partition("=")
+        if not arg.startswith("-") or arg.startswith("---") or name not in spelling:
             continue
-        out[i] = ("--" if len(name) > 1 else "-") + arg.lstrip("-")
+        out[i] = spelling[name] + equals + value
     return out
 
 

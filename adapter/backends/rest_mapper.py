@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from adapter.backends.api_resources import ResourceDiscoveryAPI
 from adapter.errors import KubernetesError
@@ -42,11 +42,13 @@ class RestMapper:
         timing: Timing = DEFAULT_TIMING,
         gap: float = ON_DEMAND_GAP_SECONDS,
         clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
         self.api = api
         self.interval = interval
         self.gap = gap
         self.clock = clock
+        self.sleep = sleep
         self.mapping = BUILT_IN
         self.attempted = api is None
         self.source = metrics.sources.add("discovery/api-resources", timing.bound(interval)) if api else None
@@ -81,7 +83,7 @@ class RestMapper:
         """Refresh every interval, forever (the first refresh is made at start, see ``components.py``)."""
         while True:
             failing = self.source is not None and self.source.failing_since is not None
-            await asyncio.sleep(min(self.interval, RETRY_SECONDS) if failing else self.interval)
+            await self.sleep(min(self.interval, RETRY_SECONDS) if failing else self.interval)
             await self.refresh()
 
     async def _refresh(self) -> None:

@@ -33,6 +33,7 @@ from adapter.api.paths import (
 from adapter.components import COMPONENTS, Components
 from adapter.errors import AdapterError, BackendError, NotFound
 from adapter.http import health, resource_routes
+from adapter.http.scaler_questions import scaler_question
 from adapter.provider import explain as explaining
 from adapter.query.list_options import refuse_watch
 
@@ -156,6 +157,7 @@ async def metrics_api(request: web.Request) -> web.Response:
 async def explain(request: web.Request) -> web.Response:
     request[ROUTE] = "explain"
     c = _components(request)
+    scaler_question(request.rel_url.raw_path, dict(request.query))  # a scaler request left as it came: why (400)
     raw = request.rel_url.raw_path.removeprefix("/explain")
     return _json(await explaining.explain(c.provider, raw, request.query))
 

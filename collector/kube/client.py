@@ -7,7 +7,7 @@ of the collector, aiohttp's import alone about 16 MB (docs/collector-bench.md, m
 bytes for the caller to decode as JSON. No ``Accept-Encoding`` is sent, so none is to be decoded; redirects are not
 followed (an API server sends none), a 3xx is an error status like any other.
 
-Requests made one after the other share one connection, kept while it is idle for at most ``_IDLE_SECONDS``; a watch
+Requests made one after the other share one connection, kept while it is idle for at most ``IDLE_SECONDS``; a watch
 has a connection of its own. As Go's transport and client-go do for a GET: a kept connection that anything arrived on
 while it was idle is not used again; one the server closed as the request went out (nothing of an answer came) is
 replaced by a new one and the request sent again; a 429 or 5xx answer with ``Retry-After`` is asked again after that
@@ -28,7 +28,7 @@ import asyncio
 import json
 import logging
 import ssl
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from types import TracebackType
 from typing import cast
 from urllib.parse import urlencode, urlsplit
@@ -49,7 +49,7 @@ _MAX_HEAD_BYTES = 64 * 1024  # a response's status line and headers (kube-apiser
 _READ_BYTES = 64 * 1024
 # As aiohttp's connector: API servers and proxies close idle connections, and a request sent on one closed under it
 # would fail. Older than this, a connection is closed and a fresh one opened.
-_IDLE_SECONDS = 15.0
+IDLE_SECONDS = 15.0
 _CLOSE_SECONDS = 5.0  # for the server's side of a TLS close before the connection is cut
 _MAX_TRIES = 10  # of a GET answered 429 or 5xx with Retry-After, as client-go's default
 
@@ -131,11 +131,11 @@ class _Connection:
         self._http.start_next_cycle()
         return not self._http.trailing_data[0]  # bytes after the answer: nothing on this connection can be trusted
 
-    async def usable(self, now: float) -> bool:
+    async def usable(self, now: float, idle_seconds: float) -> bool:
         """Whether an idle connection may carry a request now: not too old, and nothing came on it while it was idle
         (the server's close, or an answer to no request, such as a proxy's 408, which would be taken for the next
         request's)."""
-        if now - self.idle_since >= _IDLE_SECONDS or self._ended():
+        if now - self.idle_since >= idle_seconds or self._ended():
             return False
         try:
             # a read that has to wait is cut at once; one that returns without waiting found bytes, or the end
@@ -166,9 +166,17 @@ class _Connection:
 class WatchStream:
     """An open watch: its lines as the API server writes them (one JSON event each), until it ends the watch."""
 
-    def __init__(self, connection: _Connection, what: str, read_timeout: float, watches: set[_Connection]) -> None:
+    def __init__(
+        self,
+        connection: _Connection,
+        what: str,
+        read_timeout: float,
+        watches: set[_Connection],
+        max_event_bytes: int = MAX_EVENT_BYTES,
+    ) -> None:
         """``watches``: the client's open watches' connections, which ``close`` takes this one from."""
         self._connection = connection
+        self._max_event_bytes = max_event_bytes
         self._what = what
         self._read_timeout = read_timeout
         self._watches = watches
@@ -197,8 +205,8 @@ class WatchStream:
             raise KubeUnreachable(f"{self._what}: {_said(e)}") from None
 
     def _line(self, line: bytearray) -> bytes:
-        if len(line) > MAX_EVENT_BYTES:  # not quoted: the event could be large
-            raise KubeError(f"{self._what}: a watch event over {MAX_EVENT_BYTES // 2**20} MiB")
+        if len(line) > self._max_event_bytes:  # not quoted: the event could be large
+            raise KubeError(f"{self._what}: a watch event over {self._max_event_bytes // 2**20} MiB")
         return bytes(line)
 
     def close(self) -> None:
@@ -216,10 +224,23 @@ class WatchStream:
 
 
 class KubeClient:
-    def __init__(self, config: KubeConfig, credentials: Credentials | None = None, tls: Tls | None = None) -> None:
+    def __init__(
+        self,
+        config: KubeConfig,
+        credentials: Credentials | None = None,
+        tls: Tls | None = None,
+        *,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        idle_seconds: float = IDLE_SECONDS,
+        max_event_bytes: int = MAX_EVENT_BYTES,
+    ) -> None:
         """``credentials`` and ``tls`` default to those of ``config``. Connections open with the requests, on the
-        event loop that makes them; ``close`` ends them."""
+        event loop that makes them; ``close`` ends them. ``sleep`` waits out a ``Retry-After``; ``idle_seconds`` and
+        ``max_event_bytes`` are the limits the module's constants give by default."""
         self.config = config
+        self._sleep = sleep
+        self._idle_seconds = idle_seconds
+        self._max_event_bytes = max_event_bytes
         self._credentials = credentials or Credentials(config)
         self._tls = tls or Tls(config)
         self._idle: _Connection | None = None  # the last GET's, kept for the next
@@ -241,7 +262,7 @@ class KubeClient:
                         when = deadline.when()
                         if wait is None or tries == _MAX_TRIES or (when is not None and loop.time() + wait >= when):
                             raise
-                        await asyncio.sleep(wait)
+                        await self._sleep(wait)
         except _TROUBLE as e:
             said = f"no answer within {within:g}s" if deadline.expired() else _said(e)
             raise KubeUnreachable(f"GET {path}: {said}") from None
@@ -264,7 +285,7 @@ class KubeClient:
         except _TROUBLE as e:
             raise KubeUnreachable(f"{what}: {_said(e)}") from None
         self._watches.add(connection)
-        return WatchStream(connection, what, read_timeout, self._watches)
+        return WatchStream(connection, what, read_timeout, self._watches, self._max_event_bytes)
 
     async def close(self) -> None:
         for connection in self._watches:
@@ -331,7 +352,7 @@ class KubeClient:
     async def _reuse(self) -> _Connection | None:
         """The idle connection, when it may carry the next request; else None, and it is cut."""
         idle, self._idle = self._idle, None
-        if idle is not None and not await idle.usable(asyncio.get_running_loop().time()):
+        if idle is not None and not await idle.usable(asyncio.get_running_loop().time(), self._idle_seconds):
             idle.abort()
             return None
         return idle

@@ -2,7 +2,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -54,10 +53,9 @@ def exporter() -> Iterator[Exporter]:
 
 @dataclass(frozen=True)
 class EnginePages:
-    """Each engine pod's /metrics by scrape target, and since when they are served."""
+    """Each engine pod's /metrics by scrape target."""
 
     targets: dict[str, engines.EnginePod]
-    started: float
 
 
 @pytest.fixture(scope="session")
@@ -67,14 +65,23 @@ def engine_pages() -> Iterator[EnginePages]:
         for pod in engines.pods():
             page = engines.Page(pod.page)
             targets[stack.enter_context(Exporter(page.text, pod.negotiate)).target] = pod
-        yield EnginePages(targets, time.monotonic())
+        yield EnginePages(targets)
 
 
 @pytest.fixture
-async def minute_of_engine_history(engine_pages: EnginePages) -> None:
-    """Waits until the engines' counters have been scraped for over a minute: Prometheus's rate() over [1m] of a
-    younger series divides what it saw by the whole minute, so it reads low (a rate of 3/s read 0.34 at 12 s)."""
-    await asyncio.sleep(max(0.0, engine_pages.started + 65 - time.monotonic()))
+async def minute_of_engine_history(engine_pages: EnginePages, store: Prometheus) -> None:
+    """Waits until the store holds over a minute of every engine page's scrapes: Prometheus's rate() over [1m] of a
+    younger series divides what it saw by the whole minute, so it reads low (a rate of 3/s read 0.34 at 12 s). Each
+    target's ``up`` is written from its first scrape on, as its counters are: once it has a sample older than the
+    minute, so do they. (A fixed 65 s from when the pages were served was short whenever the store began scraping
+    later.)"""
+    up = 'up{job="gpuscale-inference-engines"}'
+    older = f"count_over_time({up}[75s]) > count_over_time({up}[1m])"
+
+    async def minute_scraped() -> bool:
+        return len(await asyncio.to_thread(store.query, older)) == len(engine_pages.targets)
+
+    await eventually(minute_scraped, within=120, what="a minute of the engine pages' scrapes")
 
 
 @pytest.fixture(scope="session")

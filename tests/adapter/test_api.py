@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import contextlib
 import re
+from collections.abc import Awaitable, Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from adapter.naming.resources import GroupResource
 from adapter.query.selectors import parse_selector
-from harness.adapter.in_process import Adapter
+from harness.adapter.in_process import Adapter, settings_for
 from harness.kube.api import FakeKubeAPIServer
-from harness.stores.kinds import on_every_store
+from harness.stores.exporter import FB, GPU, Exporter, exposition
+from harness.stores.kinds import PROMETHEUS, VICTORIA_METRICS, on_every_store, run_store
 from harness.stores.prometheus import Prometheus
 from harness.stores.victoria_metrics import VictoriaMetrics
 from harness.waiting import wait_until
@@ -267,31 +271,94 @@ async def test_external_metric_names_match_case_insensitively(adapter: Adapter) 
     assert [(i["metricName"], i["value"]) for i in body["items"]] == [("GPU_Utilization", "44")]
 
 
-@pytest.mark.parametrize(
-    "selector",
-    [
-        "",
-        "namespace=serving",
-        "exported_namespace=serving",
-        "namespace in (ml,serving)",
-        "exported_pod=infer-0",
-        "Hostname=node-c",
-        "namespace!=ml",
-    ],
-)
-@pytest.mark.parametrize("metric", ["gpu_utilization", "gpu_memory_used"])
-async def test_no_external_request_reads_another_namespace(adapter: Adapter, selector: str, metric: str) -> None:
-    """serving's only GPU (GPU-c0, 70 %, 8192 MiB, scraped without honorLabels) must not reach a caller in ml,
-    whatever the selector names: every built-in external rule is scoped to the request's namespace."""
-    body = await adapter.get(f"{EM}/v1beta1/namespaces/ml/{metric}", labelSelector=selector)
-    report = await adapter.get(f"/explain{EM}/v1beta1/namespaces/ml/{metric}", labelSelector=selector)
-    samples = [s["labels"] for q in report["queries"] for s in q.get("samples", [])]
-    assert all("serving" not in labels.values() for labels in samples), samples
-    assert all(q["promql"].count('namespace="ml"') == 1 for q in report["queries"]), report["queries"]
-    served = await adapter.get(f"{EM}/v1beta1/namespaces/serving/{metric}", labelSelector=selector)
-    if selector in ("", "exported_namespace=serving", "exported_pod=infer-0", "Hostname=node-c"):
-        assert [i["value"] for i in served["items"]] == (["70"] if metric == "gpu_utilization" else ["8192"])
-    assert body["kind"] == "ExternalMetricValueList"
+def _tenant_gpu(uuid: str, host: str, **owner: str) -> dict[str, str]:
+    return {"gpu": uuid[-1], "UUID": uuid, "Hostname": host, "modelName": "NVIDIA H200", **owner}
+
+
+# Each GPU's utilization and memory is its own: the memory a power of two, so a sum names the GPUs it took in. Each
+# namespace owns one GPU the collector labelled itself and one an exporter scraped without honorLabels labelled.
+_EXPORTER_POD = {"pod": "dcgm-x", "namespace": "gpu-system"}
+TENANT_GPUS = {
+    "ml-own": (10, 1, _tenant_gpu("GPU-a0", "node-a", pod="train-0", namespace="ml")),
+    "ml-own-2": (20, 2, _tenant_gpu("GPU-a1", "node-a", pod="train-1", namespace="ml")),
+    "ml-exported": (30, 4, _tenant_gpu("GPU-c0", "node-c", exported_pod="infer-ml-0", exported_namespace="ml",
+                                       **_EXPORTER_POD)),
+    "serving-own": (50, 8, _tenant_gpu("GPU-b0", "node-b", pod="serve-0", namespace="serving")),
+    "serving-exported": (70, 16, _tenant_gpu("GPU-c1", "node-c", exported_pod="infer-0", exported_namespace="serving",
+                                             **_EXPORTER_POD)),
+}  # fmt: skip
+TENANT_LINES = [
+    *((GPU, labels, str(util)) for util, _, labels in TENANT_GPUS.values()),
+    *((FB, labels, str(mib)) for _, mib, labels in TENANT_GPUS.values()),
+]
+
+
+@pytest.fixture(scope="module")
+def tenant_stores(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[[Prometheus], Prometheus]]:
+    """A store of the given store's kind scraping only ``TENANT_LINES``, started once per kind."""
+    with contextlib.ExitStack() as stack:
+        page = stack.enter_context(Exporter(exposition(TENANT_LINES)))
+        started: dict[str, Prometheus] = {}
+
+        def like(store: Prometheus) -> Prometheus:
+            kind = VICTORIA_METRICS if isinstance(store, VictoriaMetrics) else PROMETHEUS
+            if kind not in started:
+                started[kind] = stack.enter_context(run_store(kind, tmp_path_factory.mktemp(kind), [page.target]))
+                for name in (GPU, FB):
+                    started[kind].wait_for(name, min_results=len(TENANT_GPUS))
+            return started[kind]
+
+        yield like
+
+
+# what each namespace is answered, by selector: only its own GPUs, whatever the selector names (the rule for GPUs the
+# collector labelled comes first; the one for exported_namespace answers where the first has no series)
+TENANT_ANSWERS = {
+    ("ml", ""): ["ml-own", "ml-own-2"],
+    ("ml", "namespace=serving"): [],
+    ("ml", "exported_namespace=serving"): [],
+    ("ml", "namespace in (ml,serving)"): ["ml-own", "ml-own-2"],
+    ("ml", "exported_pod=infer-0"): [],
+    ("ml", "Hostname=node-c"): ["ml-exported"],
+    ("ml", "namespace!=ml"): ["ml-exported"],
+    ("ml", "pod=serve-0"): [],
+    ("serving", ""): ["serving-own"],
+    ("serving", "namespace=ml"): [],
+    ("serving", "exported_namespace=ml"): [],
+    ("serving", "Hostname=node-a"): [],
+    ("serving", "Hostname in (node-b,node-c)"): ["serving-own"],
+    ("serving", "Hostname=node-c"): ["serving-exported"],
+    ("gpu-system", ""): [],
+    ("gpu-system", "exported_namespace=serving"): [],
+}
+
+
+@pytest.mark.parametrize(("namespace", "selector"), list(TENANT_ANSWERS))
+async def test_no_external_request_reads_another_namespace(
+    store: Prometheus,
+    tenant_stores: Callable[[Prometheus], Prometheus],
+    kube: FakeKubeAPIServer,
+    make_adapter: Callable[..., Awaitable[Adapter]],
+    tmp_path: Path,
+    namespace: str,
+    selector: str,
+) -> None:
+    """A namespace's external values are made of its own GPUs only, whatever the selector names: every built-in
+    external rule is scoped to the request's namespace. Each GPU's value is distinct, and the memory a power of two,
+    so a GPU of another namespace taken in shows in the answer itself."""
+    tenants = tenant_stores(store)
+    adapter = await make_adapter(settings_for(tenants.adapter_url, kube.kubeconfig(tmp_path / "kubeconfig")))
+    own = [TENANT_GPUS[name] for name in TENANT_ANSWERS[namespace, selector]]
+    expected = {
+        "gpu_utilization": [f"{sum(util for util, _, _ in own) / len(own):g}"] if own else [],
+        "gpu_memory_used": [str(sum(mib for _, mib, _ in own))] if own else [],
+    }
+    for metric, values_expected in expected.items():
+        body = await adapter.get(f"{EM}/v1beta1/namespaces/{namespace}/{metric}", labelSelector=selector)
+        assert body["kind"] == "ExternalMetricValueList"
+        assert [i["value"] for i in body["items"]] == values_expected, (metric, body["items"])
+        report = await adapter.get(f"/explain{EM}/v1beta1/namespaces/{namespace}/{metric}", labelSelector=selector)
+        assert all(q["promql"].count(f'namespace="{namespace}"') == 1 for q in report["queries"]), report["queries"]
 
 
 async def test_wildcard_answers_follow_pod_labels_as_they_change(adapter: Adapter, kube: FakeKubeAPIServer) -> None:

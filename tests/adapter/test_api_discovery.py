@@ -4,19 +4,24 @@ most once per gap."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import pytest
 
 from adapter.backends.api_resources import ApiDiscovery
 from adapter.backends.kube_client import KubeClient
-from adapter.backends.rest_mapper import RestMapper
+from adapter.backends.rest_mapper import RETRY_SECONDS, RestMapper
+from adapter.components import components
 from adapter.naming.resources import BUILT_IN, GroupResource, ResourceInfo
 from adapter.self_metrics import AdapterMetrics
+from adapter.settings import parse_settings
 from harness.kube.api import FakeKubeAPIServer
 from harness.kube.discovery import Served
+from harness.waiting import wait_until
 
 RAY = Served("ray.io", ("v1",), "rayclusters", "raycluster", "RayCluster", True, ("rc",), ("status",))
 
@@ -168,3 +173,52 @@ async def test_without_a_kubernetes_api_the_built_in_mapping_is_used() -> None:
     assert mapper.mapping is BUILT_IN
     assert await mapper.resolve(GroupResource("deployments", "apps")) == BUILT_IN.lookup("deployments", "apps")
     assert await mapper.resolve(GroupResource("rayclusters", "ray.io")) is None
+
+
+async def test_discovery_is_read_again_every_interval_and_sooner_after_a_failure(
+    kube: FakeKubeAPIServer, client: KubeClient
+) -> None:
+    """``--discovery-interval`` (here 45 s) is the wait between two reads; after a failed read the wait is at most
+    ``RETRY_SECONDS``. The waits are asked of an injected sleep, which lets each one pass at once."""
+    waits: list[float] = []
+    resumed = asyncio.Queue[None]()
+
+    async def sleep(seconds: float) -> None:
+        waits.append(seconds)
+        await resumed.get()
+
+    mapper = RestMapper(ApiDiscovery(client), AdapterMetrics(), interval=45, sleep=sleep)
+    await mapper.refresh()
+    task = asyncio.create_task(mapper.run())
+    try:
+
+        def waited(n: int) -> Callable[[], bool]:
+            return lambda: len(waits) == n
+
+        for reads in (1, 2, 3):
+            await wait_until(waited(reads), what=f"wait {reads}")
+            assert sum(1 for path, _ in kube.requests if path == "/api") == reads
+            if reads < 3:
+                resumed.put_nowait(None)
+        assert waits == [45, 45, 45]
+        await kube.stop()  # the next read fails: the one after it comes after RETRY_SECONDS, not the interval
+        resumed.put_nowait(None)
+        await wait_until(lambda: len(waits) == 4, what="the wait after a failed read")
+        assert waits[-1] == RETRY_SECONDS
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
+async def test_the_discovery_interval_flag_is_the_interval_the_adapters_mapper_runs_at(
+    kube: FakeKubeAPIServer, tmp_path: Path
+) -> None:
+    """``--discovery-interval`` reaches the REST mapper the adapter builds (the test above: the mapper waits it)."""
+    settings = parse_settings(
+        ["--prometheus-url=http://127.0.0.1:9", f"--lister-kubeconfig={kube.kubeconfig(tmp_path / 'kubeconfig')}",
+         "--discovery-interval=45s", "--insecure-serve-http", "--insecure-disable-auth"]
+    )  # fmt: skip
+    async with components(settings) as c:
+        assert c.rest_mapper.interval == 45
+        assert c.rest_mapper.api is not None

@@ -128,3 +128,26 @@ async def test_a_profiling_metric_on_gpus_without_profiling_counters(adapter: Ad
     )
     report = await adapter.get(f"/explain{path}", labelSelector="app=trainer")
     assert "Prometheus returned no samples" in why(report)
+
+
+async def test_a_keda_triggers_question_is_explained_over_http_as_the_http_question_it_asks(adapter: Adapter) -> None:
+    """docs/keda.md: the ScaledObject's namespace after ``keda/``, the trigger's metadata as the query, at the
+    adapter's /explain/ as with ``gpuscale-adapter explain``."""
+    report = await adapter.get(
+        "/explain/keda/ml", metricName="gpu_utilization", labelSelector="app=trainer", targetValue="70"
+    )
+    asked = await adapter.get(f"{EXPLAIN}/namespaces/ml/pods/*/gpu_utilization", labelSelector="app=trainer")
+    assert report["request"] == asked["request"]
+    assert {i["describedObject"]["name"]: i["value"] for i in report["answer"]["items"]} == {
+        "trainer-0": "88",
+        "trainer-1": "40",
+    }
+    assert report["answer"]["items"] == asked["answer"]["items"]
+
+
+async def test_a_keda_question_the_scaler_would_refuse_is_answered_400_with_why(adapter: Adapter) -> None:
+    body = await adapter.get("/explain/keda/ml", status=400, metricName="gpu_utilization")
+    assert (body["kind"], body["code"]) == ("Status", 400)
+    assert "targetValue" in body["message"]
+    body = await adapter.get("/explain/keda/Not_A_Namespace", status=400, metricName="m", targetValue="1")
+    assert "keda/NAMESPACE" in body["message"]

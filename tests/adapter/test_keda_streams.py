@@ -109,7 +109,10 @@ async def test_a_stream_follows_the_value_across_the_activation_value_both_ways(
             await eventually(unavailable, what="IsActive to say Prometheus is down")
             level.value = "90"
             await wait_until(lambda: prometheus.query(GPU)[0]["value"][1] == "90", what="the scrape of 90")
-            await asyncio.sleep(0.5)  # several of the stream's looks, all failing
+            await wait_until(  # a look of the stream's has failed (a fixed 0.5 s could end before its query did)
+                lambda: any(r.getMessage().startswith("StreamIsActive llm/") for r in caplog.records),
+                what="the stream to say Prometheus is down",
+            )
             proxy.respond = None
             assert await next_activity(stream) is True
             said = [r.getMessage() for r in caplog.records if r.getMessage().startswith("StreamIsActive")]
@@ -189,8 +192,9 @@ async def test_stopping_ends_streams_with_ok_while_their_values_are_being_asked(
     async with scaler(two_streams_slow_prometheus) as stub:
         streams = [stub.StreamIsActive(ref(TRAINERS, "ml")) for _ in range(2)]
         assert await asyncio.gather(*map(next_activity, streams)) == [True, True]
+        asked = proxy.count("/api/v1/query")
         proxy.delay = 30.0  # each stream's next look waits on Prometheus when the server stops
-        await asyncio.sleep(0.5)
+        await wait_until(lambda: proxy.count("/api/v1/query") > asked, what="a look held at Prometheus")
         await server.stop()
         for stream in streams:
             assert await stream.read() is grpc.aio.EOF  # type: ignore[attr-defined]

@@ -268,16 +268,26 @@ async def test_a_server_that_expires_every_watch_is_listed_with_a_growing_back_o
     api: KubernetesMetadataAPI, kube: FakeKubeAPIServer
 ) -> None:
     """Every watch answers 410 Gone: the reflector lists again, but after the second 410 in a row only after a
-    back-off (1 s, 2 s, 4 s ...), never in a loop (thousands of LIST+WATCH pairs in seconds)."""
+    back-off (1 s, 2 s, 4 s ...), never in a loop (thousands of LIST+WATCH pairs in seconds). The waits are asked of
+    an injected sleep, which lets the first three pass at once and holds the fourth."""
     kube.expire_watches = True
-    reflector = Reflector(api, resources.PODS, AdapterMetrics(), jitter=lambda: 0.0)
+    waits: list[float] = []
+    held = asyncio.Event()
+
+    async def sleep(seconds: float) -> None:
+        waits.append(seconds)
+        if len(waits) == 4:
+            await held.wait()
+
+    reflector = Reflector(api, resources.PODS, AdapterMetrics(), sleep=sleep, jitter=lambda: 0.0)
     task = await run(reflector)
-    await asyncio.sleep(4.5)
-    await stop(task)
-    lists, watches = kube.count(PODS), kube.count(PODS, watch=True)
-    # LISTs at 0 s and at once after the first 410, then after 1 s and 2 s of back-off: 4, give or take one
-    assert 3 <= lists <= 5, (lists, watches)
-    assert watches <= lists
+    try:
+        await wait_until(lambda: len(waits) == 4, what="the fourth back-off")
+    finally:
+        await stop(task)
+    assert waits == [1.0, 2.0, 4.0, 8.0]
+    # a LIST at the start and at once after the first 410, then one after each of the three waits that passed
+    assert (kube.count(PODS), kube.count(PODS, watch=True)) == (5, 5)
     in_ml = sorted(name for ns, name in kube.objects["pods"] if ns == "ml")
     assert in_ml
     assert sorted(names(reflector)) == in_ml  # still serving the last listing

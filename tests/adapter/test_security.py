@@ -16,6 +16,7 @@ from cryptography.x509.oid import ExtendedKeyUsageOID
 
 from adapter.backends.auth_api import KubernetesAuthAPI
 from adapter.backends.kube_client import KubeClient
+from adapter.settings import parse_settings
 from harness.adapter.in_process import MakeSecure
 from harness.kube.api import FakeKubeAPIServer
 from harness.kube.cluster import CUSTOM, HPA, HPA_REQUEST, HPA_TOKEN, STRANGER_TOKEN, Cluster
@@ -242,6 +243,18 @@ async def test_health_endpoints_are_open_and_everything_else_needs_credentials(m
     assert adapter.sample("gpuscale_adapter_errors_total", route="metrics", reason="Unauthorized") == 1
 
 
+async def test_authorization_always_allow_paths_opens_the_paths_it_names(make_secure: MakeSecure) -> None:
+    """The health paths are open whatever the flag says (the kubelet's probes carry no credentials)."""
+    flag = "--authorization-always-allow-paths=/metrics,/openapi/*"
+    given = parse_settings(["--prometheus-url=http://127.0.0.1:9", flag])
+    adapter = await make_secure(always_allow_paths=given.auth.always_allow_paths)
+    for path in ("/metrics", "/openapi/v2", "/healthz"):
+        r = await adapter.get(path)
+        assert r.status == 200, (path, r.text)
+    r = await adapter.get("/apis")
+    assert unauthorized(r.status, r.body)
+
+
 @pytest.mark.parametrize("failure", ["error", "timeout", "unreachable"])
 async def test_a_review_that_cannot_be_made_is_503_never_allowed(
     make_secure: MakeSecure, cluster: Cluster, kube: FakeKubeAPIServer, failure: str, tmp_path: Path
@@ -329,3 +342,30 @@ async def test_a_resource_spelt_otherwise_is_reviewed_as_the_resource_it_is_answ
     r = await adapter.get(HPA_REQUEST.replace("/pods/", f"/{spelling}/"), token=STRANGER_TOKEN)
     assert r.status == 200, r.text  # answered with pods' data, so reviewed as pods, as RBAC names them
     assert kube.reviews.access_reviews[-1]["resourceAttributes"]["resource"] == "pods"
+
+
+async def test_a_keda_question_explained_over_http_is_authorized_as_the_request_it_asks(
+    make_secure: MakeSecure, kube: FakeKubeAPIServer
+) -> None:
+    """/explain/keda/NAMESPACE reads what the trigger's HTTP question reads: a caller allowed /explain/* and ml's
+    pod metrics reads ml's through it, and not serving's."""
+    adapter = await make_secure(unauthorized_ttl=0.0, authorized_ttl=0.0)
+    kube.reviews.grant(user="stranger", paths=("/explain/*",))
+    kube.reviews.grant(user="stranger", api_groups=("custom.metrics.k8s.io",), resources=("pods/*",), namespace="ml")
+    question = "?metricName=gpu_utilization&labelSelector=app%3Dtrainer&targetValue=70"
+    r = await adapter.get("/explain/keda/ml" + question, token=STRANGER_TOKEN)
+    assert r.status == 200, r.text
+    assert {i["describedObject"]["name"] for i in r.body["answer"]["items"]} == {"trainer-0", "trainer-1"}
+    r = await adapter.get("/explain/keda/serving" + question, token=STRANGER_TOKEN)
+    assert r.status == 403, r.text
+    assert r.body["message"].startswith('pods/gpu_utilization.custom.metrics.k8s.io "*" is forbidden: User "stranger"')
+    explained = kube.reviews.access_reviews[-1]["resourceAttributes"]
+    assert (explained["namespace"], explained["resource"], explained["subresource"]) == (
+        "serving",
+        "pods",
+        "gpu_utilization",
+    )
+    r = await adapter.get("/explain/keda/ml?metricName=gpu_utilization", token=STRANGER_TOKEN)
+    assert r.status == 400, r.text  # reviewed as its own path, then told what the scaler would refuse
+    r = await adapter.get("/explain/keda/ml" + question)
+    assert unauthorized(r.status, r.body)

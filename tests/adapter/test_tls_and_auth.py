@@ -1,3 +1,4 @@
+import asyncio
 import ipaddress
 import ssl
 from pathlib import Path
@@ -10,6 +11,9 @@ from adapter.errors import ConfigError
 from adapter.security import tls
 from adapter.security.tls import TLSSettings
 from adapter.settings import Settings
+from harness.adapter.process import secure_adapter
+from harness.kube.api import FakeKubeAPIServer
+from harness.stores.prometheus import Prometheus
 
 
 def test_self_signed_certificate_names_and_authority() -> None:
@@ -45,3 +49,16 @@ def test_given_files_are_used_and_plain_http_needs_none(tmp_path: Path) -> None:
     assert not (tmp_path / "none").exists()
     with pytest.raises(ConfigError, match="cannot load the serving certificate"):
         tls.serving_tls(TLSSettings(cert_file=tmp_path / "k.pem", key_file=tmp_path / "c.pem"), request_certs=True)
+
+
+async def test_tls_min_version_through_the_command_line_refuses_older_clients(
+    kube: FakeKubeAPIServer, prometheus: Prometheus, tmp_path: Path
+) -> None:
+    async with secure_adapter(kube, prometheus.url, tmp_path, "--tls-min-version=VersionTLS13") as adapter:
+        _, writer = await asyncio.open_connection(adapter.host, adapter.port, ssl=adapter.context())
+        assert writer.get_extra_info("ssl_object").version() == "TLSv1.3"
+        writer.close()
+        old = adapter.context()
+        old.maximum_version = ssl.TLSVersion.TLSv1_2
+        with pytest.raises((ssl.SSLError, ConnectionError)):  # refused in the handshake
+            await asyncio.open_connection(adapter.host, adapter.port, ssl=old)

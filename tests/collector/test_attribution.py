@@ -2,6 +2,7 @@
 
 import asyncio
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -151,13 +152,18 @@ def test_a_hung_kubelet_does_not_delay_collection(mixed: Node) -> None:
     """The watcher refreshes on an event loop (the collector's main thread), the cycles run on a thread of their
     own: here the loop runs on a thread and the cycles on the test's."""
     mixed.kubelet.hold()
+    calls = mixed.kubelet.calls  # the fixture's refresh
     loop = asyncio.new_event_loop()
     refreshing = loop.create_task(mixed.watcher.run())
     thread = threading.Thread(target=loop.run_until_complete, args=(asyncio.wait([refreshing]),))
     thread.start()
     try:
+        deadline = time.monotonic() + 10
+        while mixed.kubelet.calls == calls:  # the watcher's List has reached the kubelet, where it blocks
+            assert time.monotonic() < deadline, "the watcher never called the kubelet"
+            time.sleep(0.01)
         mixed.run(2)  # cycles complete while the watcher's List is blocked inside the kubelet
-        assert mixed.kubelet.calls >= 1
+        assert mixed.kubelet.calls == calls + 1
         assert not mixed.kubelet.held.is_set()
         assert sample(mixed.collection, "DCGM_FI_DEV_GPU_UTIL", pod="a") is not None  # the last map is served
     finally:

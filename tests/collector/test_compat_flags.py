@@ -1,6 +1,7 @@
 """dcgm-exporter's other flags: --version, -r and the host label, the served format, and the flags accepted without
 effect, each of which must say truly why."""
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -129,3 +130,53 @@ def test_slice_flags_given_twice_keep_both_values_and_an_empty_variable_is_one_n
     allow = "--kubernetes-pod-label-allowlist-regex"
     patterns = parse_settings([allow, "^app", allow, "^team"], env=env).pod_label_allowlist
     assert [p.pattern for p in patterns] == ["^app", "^team"]
+
+
+@pytest.mark.parametrize("spelling", ["-rbmn", "--rbmn", "--replace-blanks-in-model-name", "-rbmn=true"])
+def test_replace_blanks_is_taken_in_every_spelling_docs_collector_md_names(spelling: str) -> None:
+    # dcgm-exporter declares -rbmn with one dash; Go reads it with two as well. Both once ended with "unknown flag".
+    with running_collector("--simulate-gpus", "1", "-c", "200", spelling) as url:
+        body, _ = scrape(url)
+    assert 'modelName="NVIDIA-H200"' in body
+    assert 'modelName="NVIDIA H200"' not in body
+
+
+def test_model_names_keep_their_blanks_without_rbmn() -> None:
+    with running_collector("--simulate-gpus", "1", "-c", "200") as url:
+        body, _ = scrape(url)
+    assert 'modelName="NVIDIA H200"' in body
+
+
+@pytest.mark.parametrize("given", [["--log-format", "json"], ["-log-format=json"]])
+def test_log_format_json_writes_each_record_as_one_json_object(tmp_path: Path, given: list[str]) -> None:
+    log = tmp_path / "collector.log"
+    with running_collector("--simulate-gpus", "1", "-c", "200", *given, log=log):
+        pass
+    records = [json.loads(line) for line in log.read_text().splitlines() if line]
+    assert any("SIMULATED GPUs" in r["msg"] and r["level"] == "warning" for r in records), records
+
+
+def test_debug_logs_debug_records_and_without_it_none_are_written(tmp_path: Path) -> None:
+    logs = {}
+    for given in (["--debug"], []):
+        logs[bool(given)] = tmp_path / f"collector-{bool(given)}.log"
+        with running_collector("--simulate-gpus", "1", "-c", "200", *given, log=logs[bool(given)]):
+            pass
+    assert " DEBUG " in logs[True].read_text()
+    assert " DEBUG " not in logs[False].read_text()
+
+
+def test_fallback_simulated_gpus_serves_them_when_nvml_cannot_start(tmp_path: Path) -> None:
+    pynvml = pytest.importorskip("pynvml")
+    try:
+        pynvml.nvmlInit()
+    except pynvml.NVMLError:
+        pass
+    else:
+        pynvml.nvmlShutdown()
+        pytest.skip("NVML starts on this machine: the fallback is not used")
+    log = tmp_path / "collector.log"
+    with running_collector("--fallback-simulated-gpus", "2", "-c", "200", log=log) as url:
+        body, _ = scrape(url)
+    assert 'DCGM_FI_DEV_GPU_UTIL{gpu="1"' in body
+    assert "serving 2 SIMULATED GPUs (--fallback-simulated-gpus)" in log.read_text()

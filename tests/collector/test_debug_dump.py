@@ -95,3 +95,22 @@ def test_the_command_line_writes_a_dump_of_what_a_scrape_was_served(tmp_path: Pa
     assert util["samples"][0]["value"] == float(served.group(1))
     devices = json.loads(next(p for p in files if p.name.startswith("deviceinfo")).read_text())
     assert [g["model"] for g in devices["gpus"]] == ["NVIDIA H200"]
+
+
+def test_the_command_line_removes_dumps_older_than_dump_retention_at_start(tmp_path: Path) -> None:
+    """``--dump-retention 1``: a dump two hours old goes at start and one of this hour stays; the default (24 h)
+    would keep both."""
+    dumps = tmp_path / "dumps"
+    dumps.mkdir()
+    kept = dumper(dumps).dump(FAMILIES, taken_at=1.0)
+    old = dumper(dumps).dump(FAMILIES, taken_at=2.0)
+    two_hours_ago = time.time() - 7200
+    for path in old:
+        os.utime(path, (two_hours_ago, two_hours_ago))
+    args = ("--simulate-gpus", "1", "-c", "60000", "--dump-enabled", "--dump-directory", str(dumps))
+    with running_collector(*args, "--dump-retention", "1", collections=1):
+        deadline = time.monotonic() + 10
+        while any(p.exists() for p in old):
+            assert time.monotonic() < deadline, f"{old} not removed"
+            time.sleep(0.1)
+    assert all(p.exists() for p in kept)

@@ -14,7 +14,7 @@ from collector.kube.config import KubeAccess
 from collector.pods.device_ids import DeviceRef
 from collector.pods.pod_resources import Owner, PodResourcesClient, PodResourcesWatcher
 from collector.pods.resource_slices import DraDevice, KubeResourceSlices, devices_of
-from harness.kube.api import FakeKubeAPIServer
+from harness.kube.api import FakeKubeAPIServer, is_true
 from harness.kube.discovery import Served
 from harness.node.kubelet import DraClaim, FakePod, PodResourcesServer, gpu_pod
 
@@ -158,8 +158,9 @@ async def test_the_slices_are_watched_at_the_newest_version_the_api_server_serve
     slices = KubeResourceSlices("node-a", KubeAccess(str(api.kubeconfig(tmp_path / "kubeconfig"))))
     task = asyncio.create_task(slices.run())
     try:
+        # the watch is sent after the LIST is synced: wait for it rather than assume it was already sent
         async with asyncio.timeout(20):
-            while not slices.synced:
+            while not (slices.synced and any(is_true(query.get("watch")) for _, query in api.requests)):
                 await asyncio.sleep(0.05)
         assert slices.lookup("node-a", "gpu-0") == DraDevice(DeviceRef(gpu_uuid=GPU0))
         asked = [path.split("/")[3] for path, _ in api.requests]

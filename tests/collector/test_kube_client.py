@@ -400,8 +400,9 @@ async def raw_server(*answers: bytes | Cut | None, hold: bool = False) -> AsyncI
 
 
 @asynccontextmanager
-async def client_of(raw: Raw, prefix: str = "") -> AsyncIterator[KubeClient]:
-    client = KubeClient(KubeConfig(f"http://127.0.0.1:{raw.port}{prefix}", "a test", token=TOKEN))
+async def client_of(raw: Raw, prefix: str = "", **options: Any) -> AsyncIterator[KubeClient]:
+    """``options``: ``KubeClient``'s keyword parameters (its sleep, its limits)."""
+    client = KubeClient(KubeConfig(f"http://127.0.0.1:{raw.port}{prefix}", "a test", token=TOKEN), **options)
     try:
         yield client
     finally:
@@ -444,29 +445,31 @@ async def test_requests_made_one_after_the_other_share_one_connection() -> None:
 
 @pytest.mark.parametrize("why", ["the server closes it", "it was idle too long"])
 async def test_a_connection_the_server_closes_or_idle_too_long_is_not_used_again(
-    why: str, monkeypatch: pytest.MonkeyPatch
+    why: str,
 ) -> None:
     headers = "Connection: close\r\n" if why == "the server closes it" else ""
-    if why == "it was idle too long":
-        monkeypatch.setattr(kube_client, "_IDLE_SECONDS", 0.0)
-    async with raw_server(answer(b"{}", headers=headers), answer(b"[]")) as raw, client_of(raw) as client:
+    idle_seconds = 0.0 if why == "it was idle too long" else kube_client.IDLE_SECONDS
+    async with (
+        raw_server(answer(b"{}", headers=headers), answer(b"[]")) as raw,
+        client_of(raw, idle_seconds=idle_seconds) as client,
+    ):
         assert await client.get(PODS, {}, 5) == b"{}"
         assert await client.get(PODS, {}, 5) == b"[]"
     assert [len(heads) for heads in raw.connections] == [1, 1]
 
 
-async def test_a_429_or_5xx_with_retry_after_is_asked_again_after_it(monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_a_429_or_5xx_with_retry_after_is_asked_again_after_it() -> None:
     slept: list[float] = []
-    sleep = asyncio.sleep
 
     async def recorded(seconds: float) -> None:
         slept.append(seconds)
-        await sleep(0)
 
-    monkeypatch.setattr(asyncio, "sleep", recorded)
     throttled = answer(b"{}", "429 Too Many Requests", "Retry-After: 2\r\n")
     unavailable = answer(b"{}", "503 Service Unavailable", "Retry-After: 1\r\n")
-    async with raw_server(throttled, unavailable, answer(b'{"n": 1}')) as raw, client_of(raw) as client:
+    async with (
+        raw_server(throttled, unavailable, answer(b'{"n": 1}')) as raw,
+        client_of(raw, sleep=recorded) as client,
+    ):
         assert await client.get(PODS, {}, 5) == b'{"n": 1}'
     assert slept == [2.0, 1.0]
     assert sum(len(heads) for heads in raw.connections) == 3
@@ -503,6 +506,7 @@ async def test_a_kept_connection_that_answered_in_part_is_not_asked_again() -> N
 
 async def test_a_kept_connection_that_anything_arrived_on_while_idle_is_not_used_again() -> None:
     connections: list[int] = []
+    timed_out = asyncio.Event()
 
     async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         connections.append(0)
@@ -510,9 +514,11 @@ async def test_a_kept_connection_that_anything_arrived_on_while_idle_is_not_used
             await reader.readuntil(b"\r\n\r\n")
             writer.write(answer(b'{"n": %d}' % len(connections)))
             await writer.drain()
-            await asyncio.sleep(0.1)  # idle now: a proxy gives up on it, answering no request
-            writer.write(answer(b"", "408 Request Timeout", "Connection: close\r\n"))
-            await writer.drain()
+            if len(connections) == 1:
+                await asyncio.sleep(0.1)  # idle now: a proxy gives up on it, answering no request
+                writer.write(answer(b"", "408 Request Timeout", "Connection: close\r\n"))
+                await writer.drain()
+                timed_out.set()
             await reader.read()
         finally:
             writer.close()
@@ -521,7 +527,10 @@ async def test_a_kept_connection_that_anything_arrived_on_while_idle_is_not_used
     client = KubeClient(KubeConfig(f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}", "a test", token=TOKEN))
     try:
         assert await client.get(PODS, {}, 5) == b'{"n": 1}'
-        await asyncio.sleep(0.3)
+        # the 408 has gone out (a fixed 0.3 s wait raced it when the loop stalled), and a timer's wait lets the loop
+        # read it off the socket first: it reads ready sockets before it runs the timers that fell due
+        await timed_out.wait()
+        await asyncio.sleep(0.01)
         assert await client.get(PODS, {}, 5) == b'{"n": 2}'  # not the 408 meant for no request
     finally:
         await client.close()
@@ -601,11 +610,13 @@ async def test_a_silent_watch_ends() -> None:
         assert [line async for line in stream.lines()] == [b'{"a": 1}\n']
 
 
-async def test_a_watch_event_over_the_limit_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_a_watch_event_over_the_limit_is_refused() -> None:
     limit = 2**20
-    monkeypatch.setattr(kube_client, "MAX_EVENT_BYTES", limit)
     at_the_limit = b"x" * (limit - 1) + b"\n"
-    async with raw_server(chunked(at_the_limit, b"y" * 1000, b"y" * limit, b"\n")) as raw, client_of(raw) as client:
+    async with (
+        raw_server(chunked(at_the_limit, b"y" * 1000, b"y" * limit, b"\n")) as raw,
+        client_of(raw, max_event_bytes=limit) as client,
+    ):
         lines: list[bytes] = []
         async with await client.watch(PODS, {"watch": "1"}, 5) as stream:
             with pytest.raises(KubeError, match=r"^watch /api/v1/pods: a watch event over 1 MiB$"):

@@ -1,6 +1,6 @@
-"""``--web-config-file`` through the real command line on simulated GPUs: real TLS clients (Python's ssl, aiohttp,
-curl) for each client_auth_type and TLS version, basic auth, reloads of users and certificates, broken files, and a
-real Prometheus scraping over HTTPS with a client certificate and basic auth."""
+"""``--web-config-file`` through the real command line on simulated GPUs: real TLS clients (Python's ssl and
+http.client, aiohttp) for each client_auth_type and TLS version, basic auth, reloads of users and certificates, broken
+files, and a real Prometheus scraping over HTTPS with a client certificate and basic auth."""
 
 import asyncio
 import base64
@@ -29,7 +29,6 @@ from harness.stores.prometheus import run_prometheus
 ROOT = Path(__file__).resolve().parents[2]
 PASSWORD = "s3cret"
 HASH = bcrypt.hashpw(PASSWORD.encode(), bcrypt.gensalt(4)).decode()  # cost 4: the checks stay quick
-CURL = shutil.which("curl")
 
 
 @dataclass(frozen=True)
@@ -144,10 +143,21 @@ def tls_config(pki: Pki, extra: str = "") -> str:
     return f"tls_server_config:\n  cert_file: {pki.path('server.crt')}\n  key_file: {pki.path('server.key')}\n" + extra
 
 
-def curl(*args: str) -> subprocess.CompletedProcess[str]:
-    assert CURL is not None
-    return subprocess.run([CURL, "-sS", "-o", "/dev/null", "-w", "%{http_code}", "--max-time", "10", *args],
-                          capture_output=True, text=True, timeout=30)  # fmt: skip
+def with_aiohttp(url: str, ctx: ssl.SSLContext, auth: tuple[str, str] | None = None) -> tuple[int, str]:
+    """A second client, aiohttp's: the status and body, or 0 and why the connection failed."""
+
+    async def fetch() -> tuple[int, str]:
+        headers = {"Authorization": aiohttp.encode_basic_auth(*auth)} if auth else {}
+        async with (
+            aiohttp.ClientSession(headers=headers, timeout=aiohttp.ClientTimeout(total=10)) as session,
+            session.get(url, ssl=ctx) as response,
+        ):
+            return response.status, await response.text()
+
+    try:
+        return asyncio.run(fetch())
+    except aiohttp.ClientConnectionError as e:
+        return 0, f"refused: {e!r}"
 
 
 OK, REFUSED = 200, "refused"
@@ -178,13 +188,11 @@ def test_each_client_auth_type_and_client_allowed_sans_with_real_clients(tmp_pat
         # each kind of refusal is logged once a minute, as Go's server logs its handshake errors
         assert running.logged("TLS handshake refused: peer did not return a certificate") == 1
         assert running.logged("TLS handshake refused: client certificate: unable to get local issuer certificate") == 1
-        if CURL:
-            with_cert = curl("--cacert", pki.path("ca.pem"), "--cert", pki.path("client.crt"), "--key",
-                             pki.path("client.key"), f"https://127.0.0.1:{running.port}/metrics")  # fmt: skip
-            assert with_cert.stdout == "200"
-            without = curl("--cacert", pki.path("ca.pem"), f"https://127.0.0.1:{running.port}/metrics")
-            assert without.returncode != 0
-            assert without.stdout == "000"
+        url = f"https://127.0.0.1:{running.port}/metrics"
+        with_cert = with_aiohttp(url, client(pki, "client"))
+        assert with_cert[0] == 200, with_cert
+        without = with_aiohttp(url, client(pki))
+        assert without[0] == 0, without
 
         write(config, tls_config(pki, f"  client_auth_type: RequireAndVerifyClientCert\n  client_ca_file: "
                                       f"{pki.path('ca.pem')}\n  client_allowed_sans: [scraper.example]\n"))  # fmt: skip
@@ -203,11 +211,9 @@ def test_minimum_and_maximum_tls_versions(tmp_path: Path, pki: Pki) -> None:
         old = client(pki)
         old.maximum_version = ssl.TLSVersion.TLSv1_2
         assert refused(running.port, old)  # asyncio closes a failed handshake without sending the alert
-        if CURL:
-            assert curl("--cacert", pki.path("ca.pem"), "--tls-max", "1.2", f"https://127.0.0.1:{running.port}/health"
-                        ).returncode != 0  # fmt: skip
-            assert curl("--cacert", pki.path("ca.pem"), "--tlsv1.3", f"https://127.0.0.1:{running.port}/health"
-                        ).stdout == "200"  # fmt: skip
+        health = f"https://127.0.0.1:{running.port}/health"
+        assert with_aiohttp(health, old)[0] == 0
+        assert with_aiohttp(health, client(pki))[0] == 200
 
         write(config, tls_config(pki, "  max_version: TLS12\n"))
         assert get(running.port, client(pki)).version == "TLSv1.2"
@@ -241,21 +247,12 @@ def test_basic_auth_right_wrong_and_missing_and_users_reloaded(tmp_path: Path, p
                 assert answer.headers["X-Frame-Options"] == "deny"
                 assert answer.headers["Content-Type"] == "text/plain; charset=utf-8"
 
-        async def with_aiohttp(user: str, password: str) -> tuple[int, str]:
-            async with (
-                aiohttp.ClientSession(headers={"Authorization": aiohttp.encode_basic_auth(user, password)}) as session,
-                session.get(f"https://127.0.0.1:{running.port}/metrics", ssl=ctx) as response,
-            ):
-                return response.status, await response.text()
-
-        status, body = asyncio.run(with_aiohttp("alice", PASSWORD))
+        url = f"https://127.0.0.1:{running.port}/metrics"
+        status, body = with_aiohttp(url, ctx, ("alice", PASSWORD))
         assert status == 200
         assert "DCGM_FI_DEV_GPU_TEMP{" in body
-        assert asyncio.run(with_aiohttp("alice", "wrong"))[0] == 401
-        if CURL:
-            url = f"https://127.0.0.1:{running.port}/metrics"
-            assert curl("--cacert", pki.path("ca.pem"), "-u", f"alice:{PASSWORD}", url).stdout == "200"
-            assert curl("--cacert", pki.path("ca.pem"), "-u", "alice:nope", url).stdout == "401"
+        assert with_aiohttp(url, ctx, ("alice", "wrong"))[0] == 401
+        assert with_aiohttp(url, ctx)[0] == 401
 
         write(config, tls_config(pki) + users.replace("alice", "bob"))
         assert get(running.port, ctx, ("alice", PASSWORD)).status == 401  # the very next request

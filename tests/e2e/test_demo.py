@@ -70,18 +70,30 @@ async def test_a_scripted_gpu_load_reaches_the_custom_metrics_api(tmp_path: Path
             return set(trainers) == set(trainer.pods)
 
         await until("the three trainers' values", all_three, within=60)
-        await asyncio.sleep(2)  # the collector's first interval of each GPU may hold less than a second
-        trainers = await stack.pod_metric("gpu_utilization", "app=trainer")
-        assert trainers == pytest.approx({"trainer-0": 15, "trainer-1": 20, "trainer-2": 10}, abs=8)
+        expected = {"trainer-0": 15, "trainer-1": 20, "trainer-2": 10}
+
+        async def at_their_load() -> bool:  # the collector's first interval of each GPU may hold less than a second
+            nonlocal trainers
+            trainers = await stack.pod_metric("gpu_utilization", "app=trainer")
+            return bool(trainers == pytest.approx(expected, abs=8))
+
+        await until(f"the trainers at {expected}, give or take 8", at_their_load, within=30)
         assert propose(3, list(trainers), trainers, HpaSpec(70)).replicas == 1
 
         # two pods on one GPU get their own shares (0.55 and 0.2 of the GPU's time), not the whole GPU each;
-        # the split is a windowed quantity (5 s here), so give the window time to fill
-        await asyncio.sleep(6)
-        infer = await stack.pod_metric("gpu_utilization", "app=infer")
-        assert set(infer) == set(INFER)
-        assert infer["infer-a"] > 1.5 * infer["infer-b"] > 0
-        assert infer["infer-a"] + infer["infer-b"] == pytest.approx(75, abs=8)
+        # the split is a windowed quantity (5 s here): it is read until the window has filled
+        infer: dict[str, float] = {}
+
+        async def split() -> bool:
+            nonlocal infer
+            infer = await stack.pod_metric("gpu_utilization", "app=infer")
+            return (
+                set(infer) == set(INFER)
+                and infer["infer-a"] > 1.5 * infer["infer-b"] > 0
+                and bool(infer["infer-a"] + infer["infer-b"] == pytest.approx(75, abs=8))
+            )
+
+        await until("infer-a and infer-b with their shares (0.55 and 0.2) of one GPU", split, within=30)
 
         # the object form, the namespace form and the node form answer too
         status, body = await stack.get(f"{CUSTOM}/namespaces/ml/pods/trainer-1/gpu_memory_used")
