@@ -22,7 +22,7 @@ import yaml
 
 from collector.errors import ConfigError, KubeApiError, KubeError, KubeUnreachable
 from collector.kube import client as kube_client
-from collector.kube.client import KubeClient, WatchStream
+from collector.kube.client import MAX_BODY_BYTES, KubeClient, WatchStream
 from collector.kube.config import KubeAccess, KubeConfig
 from collector.kube.watch import LIST_METADATA, WATCH_METADATA
 from collector.pods.directory import KubePodDirectory
@@ -400,8 +400,9 @@ async def raw_server(*answers: bytes | Cut | None, hold: bool = False) -> AsyncI
 
 
 @asynccontextmanager
-async def client_of(raw: Raw, prefix: str = "") -> AsyncIterator[KubeClient]:
-    client = KubeClient(KubeConfig(f"http://127.0.0.1:{raw.port}{prefix}", "a test", token=TOKEN))
+async def client_of(raw: Raw, prefix: str = "", max_body_bytes: int = MAX_BODY_BYTES) -> AsyncIterator[KubeClient]:
+    config = KubeConfig(f"http://127.0.0.1:{raw.port}{prefix}", "a test", token=TOKEN)
+    client = KubeClient(config, max_body_bytes=max_body_bytes)
     try:
         yield client
     finally:
@@ -601,16 +602,42 @@ async def test_a_silent_watch_ends() -> None:
         assert [line async for line in stream.lines()] == [b'{"a": 1}\n']
 
 
-async def test_a_watch_event_over_the_limit_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_a_watch_event_over_the_limit_is_refused() -> None:
     limit = 2**20
-    monkeypatch.setattr(kube_client, "MAX_EVENT_BYTES", limit)
     at_the_limit = b"x" * (limit - 1) + b"\n"
-    async with raw_server(chunked(at_the_limit, b"y" * 1000, b"y" * limit, b"\n")) as raw, client_of(raw) as client:
+    answers = raw_server(chunked(at_the_limit, b"y" * 1000, b"y" * limit, b"\n"))
+    async with answers as raw, client_of(raw, max_body_bytes=limit) as client:
         lines: list[bytes] = []
         async with await client.watch(PODS, {"watch": "1"}, 5) as stream:
             with pytest.raises(KubeError, match=r"^watch /api/v1/pods: a watch event over 1 MiB$"):
                 await read_lines(stream, lines)
         assert lines == [at_the_limit]
+
+
+async def test_an_endless_answer_to_a_get_is_cut_at_the_body_limit() -> None:
+    # the red team's endless LIST body took the collector to 6,954 MiB in 30 s; the server here never ends it
+    limit = 2**20
+    endless = chunked(b"[" + b"0," * (limit // 2), b"0," * 1000, last=False)
+    async with raw_server(endless, hold=True) as raw, client_of(raw, max_body_bytes=limit) as client:
+        said = r"^GET /api/v1/pods: an answer over 1 MiB: \d+ bytes had arrived when reading stopped$"
+        with pytest.raises(KubeError, match=said):
+            await client.get(PODS, {}, 30)
+        assert client.max_body_bytes == limit
+
+
+async def test_an_answer_to_a_get_whose_length_is_over_the_limit_is_refused_before_it_is_read() -> None:
+    head = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 1048577\r\n\r\n"
+    async with raw_server(head, hold=True) as raw, client_of(raw, max_body_bytes=2**20) as client:
+        said = r"^GET /api/v1/pods: an answer over 1 MiB \(its Content-Length is 1048577\)$"
+        with pytest.raises(KubeError, match=said):
+            await client.get(PODS, {}, 30)
+
+
+async def test_an_answer_to_a_get_at_the_limit_is_read() -> None:
+    body = b"x" * 2**20
+    async with raw_server(answer(body), chunked(body)) as raw, client_of(raw, max_body_bytes=2**20) as client:
+        assert await client.get(PODS, {}, 30) == body
+        assert await client.get(PODS, {}, 30) == body
 
 
 async def test_closing_the_client_ends_its_open_watches() -> None:
