@@ -658,6 +658,21 @@ async def test_a_server_address_that_cannot_be_used_is_a_config_error(server: st
         await client.get(PODS, {}, 5)
 
 
+async def test_a_list_whose_body_does_not_end_is_refused_and_the_directory_lists_again(tmp_path: Path) -> None:
+    # the red team's endless LIST body took the collector to 6,954 MiB in 30 s
+    pod = {"metadata": {"name": "a", "namespace": "ml", "uid": "uid-a", "resourceVersion": "101"}}
+    listed = json.dumps({"kind": "PartialObjectMetadataList", "metadata": {"resourceVersion": "101"}, "items": [pod]})
+    endless = chunked(b'{"items":[' + b'{"metadata":{}},' * (MAX_BODY_BYTES // 16 + 4096), last=False)
+    async with raw_server(endless, answer(listed.encode()), chunked(last=False), hold=True) as raw:
+        path = kubeconfig(tmp_path / "kubeconfig", f"http://127.0.0.1:{raw.port}", {}, {"token": TOKEN})
+        source = Freshness("pod-directory", 60.0)
+        directory = KubePodDirectory("node-a", KubeAccess(path), None, source)
+        async with running(directory.run()):
+            await wait_until(lambda: directory.lookup("uid-a") == ("ml", "a"), within=30)
+            assert directory.errors == {"KubeError": 1}
+            assert source.failing_since is None
+
+
 async def test_a_copy_whose_watch_is_cut_midway_watches_again_from_its_last_version(tmp_path: Path) -> None:
     pod = {"metadata": {"name": "a", "namespace": "ml", "uid": "uid-a", "resourceVersion": "101"}}
     listed = json.dumps({"kind": "PartialObjectMetadataList", "metadata": {"resourceVersion": "100"}, "items": []})
