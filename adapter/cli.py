@@ -31,6 +31,7 @@ from adapter.serving import event_loop, server_log
 from adapter.settings import Settings, parse_settings, usage
 from common import connections
 from common.flags import package_version, plain, usage_error
+from common.heap import map_large_blocks
 
 log = logging.getLogger("adapter")
 
@@ -195,6 +196,7 @@ def main(argv: Sequence[str] | None = None, limits: connections.Limits | None = 
     try:
         if command == "explain":
             return event_loop.run(_explain(settings, target, as_json))
+        map_large_blocks()  # Prometheus answers' buffers unmapped when freed, not kept in the threads' heaps
         event_loop.run(_serve(settings, limits or connections.Limits()))
     except connections.ListenError as e:
         print(f"gpuscale-adapter: {e}", file=sys.stderr)

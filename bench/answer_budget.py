@@ -9,8 +9,12 @@ its own query and nothing is shared; each rule the request tries is another answ
 read from ``/proc/<pid>/status`` before, once all six are answered, and 5 s later. ``--adapter-root`` runs another
 checkout of the adapter (an earlier commit, for the figures before a change). Prints a Markdown table.
 
-    python -m bench.answer_budget [--series 125000] [--content-length] [--adapter-root DIR] \
-        [--flags="--prometheus-timeout=10s ..." ...]
+``--rounds N`` asks N such rounds back to back, each for six pods no earlier round named (so every answer is read
+anew), and prints each round's peak instead: VmHWM, reset before the round through ``/proc/<pid>/clear_refs``.
+One burst leaves the allocators' free memory behind; sustained load shows whether later rounds reuse it or add to it.
+
+    python -m bench.answer_budget [--series 125000] [--content-length] [--adapter-root DIR] [--rounds 8] \
+        [--flags="--prometheus-timeout=10s ..." ...] [--env=MALLOC_ARENA_MAX=2 ...]
 """
 
 from __future__ import annotations
@@ -103,28 +107,61 @@ def commit_of(root: Path) -> str:
     return done.stdout.strip()
 
 
-async def run(root: Path, prom: str, kubeconfig: Path, flags: list[str]) -> str:
-    paths = [f"{CM}/namespaces/ml/pods/*/gpu_utilization?labelSelector=slot%3D{k}" for k in range(REQUESTS)]
-    with adapter(root, prom, kubeconfig, flags, []) as (url, pid):
+def paths(round_: int) -> list[str]:
+    """The six requests of a round: each names a pod of its own, so nothing is shared within or across rounds."""
+    slots = range(round_ * REQUESTS, (round_ + 1) * REQUESTS)
+    return [f"{CM}/namespaces/ml/pods/*/gpu_utilization?labelSelector=slot%3D{k}" for k in slots]
+
+
+async def get_all(session: aiohttp.ClientSession, url: str, round_paths: list[str]) -> list[int]:
+    async def get(path: str) -> int:
+        async with session.get(f"{url}{path}", timeout=aiohttp.ClientTimeout(total=600)) as resp:
+            await resp.read()
+            return resp.status
+
+    return list(await asyncio.gather(*map(get, round_paths)))
+
+
+def reset_peak(pid: int) -> None:
+    Path(f"/proc/{pid}/clear_refs").write_text("5")  # VmHWM starts again from VmRSS
+
+
+def statuses_of(statuses: list[int]) -> str:
+    return ", ".join(f"{n}x{s}" for s, n in sorted({s: statuses.count(s) for s in statuses}.items()))
+
+
+async def rounds(root: Path, prom: str, kubeconfig: Path, flags: list[str], env: list[str], count: int) -> str:
+    """One row of ``--rounds``: the statuses, then the peak RSS of each round and the RSS after the last."""
+    peaks: list[str] = []
+    answered: list[int] = []
+    with adapter(root, prom, kubeconfig, flags, env) as (url, pid):
+        async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=REQUESTS + 2)) as session:
+            await ready(session, url)
+            before, _ = rss_mb(pid)
+            started = time.perf_counter()
+            for round_ in range(count):
+                reset_peak(pid)
+                answered += await get_all(session, url, paths(round_))
+                peaks.append(f"{rss_mb(pid)[1]:.0f}")
+            elapsed = time.perf_counter() - started
+            after, _ = rss_mb(pid)
+    return f"| {statuses_of(answered)} | {elapsed:.0f} | {before:.0f} | {' | '.join(peaks)} | {after:.0f} |"
+
+
+async def run(root: Path, prom: str, kubeconfig: Path, flags: list[str], env: list[str]) -> str:
+    with adapter(root, prom, kubeconfig, flags, env) as (url, pid):
         async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=REQUESTS + 2)) as session:
             await ready(session, url)
             before, _ = rss_mb(pid)
             sent = StandIn.sent
             started = time.perf_counter()
-
-            async def get(path: str) -> int:
-                async with session.get(f"{url}{path}", timeout=aiohttp.ClientTimeout(total=600)) as resp:
-                    await resp.read()
-                    return resp.status
-
-            statuses = await asyncio.gather(*map(get, paths))
+            statuses = await get_all(session, url, paths(0))
             elapsed = time.perf_counter() - started
             after, peak = rss_mb(pid)
             await asyncio.sleep(5)  # well past --metrics-cache-ttl: nothing needs the answers any more
             later, _ = rss_mb(pid)
-    answered = ", ".join(f"{n}x{s}" for s, n in sorted({s: statuses.count(s) for s in statuses}.items()))
     return (
-        f"| {answered} | {StandIn.sent - sent} | {elapsed:.1f} | {before:.0f} | {peak:.0f} | {after:.0f} "
+        f"| {statuses_of(statuses)} | {StandIn.sent - sent} | {elapsed:.1f} | {before:.0f} | {peak:.0f} | {after:.0f} "
         f"| {later:.0f} |"
     )
 
@@ -135,6 +172,8 @@ async def main() -> None:
     parser.add_argument("--content-length", action="store_true", help="answers with a Content-Length")
     parser.add_argument("--adapter-root", type=Path, default=ROOT)
     parser.add_argument("--flags", action="append", help="one row's adapter flags, as one string; repeatable")
+    parser.add_argument("--env", action="append", default=[], help="NAME=VALUE for every row's adapter; repeatable")
+    parser.add_argument("--rounds", type=int, default=0, help="rounds back to back, a peak for each (0: one burst)")
     args = parser.parse_args()
     rows = args.flags if args.flags is not None else ["--prometheus-max-bytes-in-flight=0", ""]
     StandIn.answer, StandIn.content_length = vector(args.series), args.content_length
@@ -144,22 +183,33 @@ async def main() -> None:
     print(
         f"Adapter: {where} ({commit or 'not a git checkout'}); {REQUESTS} requests at once, each answered "
         f"by {args.series:,} series ({len(StandIn.answer) / 1e6:.1f} MB) "
-        f"{'with a Content-Length' if args.content_length else 'chunked'}\n"
+        f"{'with a Content-Length' if args.content_length else 'chunked'}"
+        f"{', environment ' + ' '.join(args.env) if args.env else ''}\n"
     )
-    print(
-        "| adapter flags | statuses | answers sent whole | seconds | RSS before (MiB) | peak RSS (MiB) "
-        "| RSS after (MiB) | RSS 5 s later (MiB) |\n|---|---|---:|---:|---:|---:|---:|---:|"
-    )
+    if args.rounds:
+        heads = "".join(f" round {n + 1} |" for n in range(args.rounds))
+        print(f"{args.rounds} rounds back to back; peak RSS of each round and RSS before and after, in MiB\n")
+        print(f"| adapter flags | statuses | seconds | before |{heads} after |")
+        print(f"|---|---|---:|---:|{'---:|' * args.rounds}---:|")
+    else:
+        print(
+            "| adapter flags | statuses | answers sent whole | seconds | RSS before (MiB) | peak RSS (MiB) "
+            "| RSS after (MiB) | RSS 5 s later (MiB) |\n|---|---|---:|---:|---:|---:|---:|---:|"
+        )
     work = Path(tempfile.mkdtemp(prefix="answer-budget-bench-"))
     kube = FakeKubeAPIServer()
     kube.put("namespaces", "ml")
-    for k in range(REQUESTS):
+    for k in range(REQUESTS * max(args.rounds, 1)):
         kube.put("pods", f"trainer-{k}", {"app": "trainer", "slot": str(k)}, namespace="ml")
     await kube.start()
     try:
         with stand_in() as prom:
             for row in rows:
-                result = await run(args.adapter_root, prom, kube.kubeconfig(work / "kubeconfig"), shlex.split(row))
+                config, flags = kube.kubeconfig(work / "kubeconfig"), shlex.split(row)
+                if args.rounds:
+                    result = await rounds(args.adapter_root, prom, config, flags, args.env, args.rounds)
+                else:
+                    result = await run(args.adapter_root, prom, config, flags, args.env)
                 print(f"| {row or '(defaults)'} {result}", flush=True)
     finally:
         await kube.stop()

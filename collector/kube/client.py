@@ -16,6 +16,11 @@ midway (the connection closed or reset before the body's end, or silent past the
 server closed at its timeout, as client-go's watch ends on a probable EOF: the caller watches again from the last
 version it saw.
 
+One byte cap holds every body the server sends: a GET's whole answer (a LIST of the node's objects, a ConfigMap) and
+each line of a watch, ``max_body_bytes`` (16 MiB by default). An answer over it is cut as soon as it passes, or refused
+by its ``Content-Length`` before it is read, with ``KubeError``: an endless body would otherwise take the collector
+past its memory limit (6,954 MiB in 30 s).
+
 Errors leave as ``KubeApiError`` (an error status, with the ``Status`` message the API server sent) or
 ``KubeUnreachable`` (no complete answer: connection, TLS, time, a stream cut short; the underlying error named in
 it), and ``ConfigError`` when the server's address, the credentials or the certificates cannot be used. A 401 makes
@@ -43,7 +48,9 @@ from collector.kube.tls import Tls
 log = logging.getLogger(__name__)
 
 JSON = "application/json"
-MAX_EVENT_BYTES = 16 * 1024 * 1024  # one watch event: an object may be 1.5 MB in etcd, and is larger as JSON
+# a GET's answer or a watch event: an object may be 1.5 MB in etcd, and is larger as JSON; a LIST of one node's pods
+# (at most 110 by default) or ResourceSlices, a few MB
+MAX_BODY_BYTES = 16 * 1024 * 1024
 _MAX_STATUS_BYTES = 64 * 1024  # an error's Status, read for its message
 _MAX_HEAD_BYTES = 64 * 1024  # a response's status line and headers (kube-apiserver's are a few hundred bytes)
 _READ_BYTES = 64 * 1024
@@ -167,16 +174,12 @@ class WatchStream:
     """An open watch: its lines as the API server writes them (one JSON event each), until it ends the watch."""
 
     def __init__(
-        self,
-        connection: _Connection,
-        what: str,
-        read_timeout: float,
-        watches: set[_Connection],
-        max_event_bytes: int = MAX_EVENT_BYTES,
+        self, connection: _Connection, what: str, read_timeout: float, watches: set[_Connection], max_bytes: int
     ) -> None:
-        """``watches``: the client's open watches' connections, which ``close`` takes this one from."""
+        """``watches``: the client's open watches' connections, which ``close`` takes this one from; ``max_bytes``
+        bounds a line."""
         self._connection = connection
-        self._max_event_bytes = max_event_bytes
+        self._max_bytes = max_bytes
         self._what = what
         self._read_timeout = read_timeout
         self._watches = watches
@@ -205,8 +208,8 @@ class WatchStream:
             raise KubeUnreachable(f"{self._what}: {_said(e)}") from None
 
     def _line(self, line: bytearray) -> bytes:
-        if len(line) > self._max_event_bytes:  # not quoted: the event could be large
-            raise KubeError(f"{self._what}: a watch event over {self._max_event_bytes // 2**20} MiB")
+        if len(line) > self._max_bytes:  # not quoted: the event could be large
+            raise KubeError(f"{self._what}: a watch event over {_show(self._max_bytes)}")
         return bytes(line)
 
     def close(self) -> None:
@@ -232,15 +235,16 @@ class KubeClient:
         *,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         idle_seconds: float = IDLE_SECONDS,
-        max_event_bytes: int = MAX_EVENT_BYTES,
+        max_body_bytes: int = MAX_BODY_BYTES,
     ) -> None:
         """``credentials`` and ``tls`` default to those of ``config``. Connections open with the requests, on the
         event loop that makes them; ``close`` ends them. ``sleep`` waits out a ``Retry-After``; ``idle_seconds`` and
-        ``max_event_bytes`` are the limits the module's constants give by default."""
+        ``max_body_bytes`` (a GET's answer and a watch's event) are the limits the module's constants give by
+        default."""
         self.config = config
         self._sleep = sleep
         self._idle_seconds = idle_seconds
-        self._max_event_bytes = max_event_bytes
+        self.max_body_bytes = max_body_bytes
         self._credentials = credentials or Credentials(config)
         self._tls = tls or Tls(config)
         self._idle: _Connection | None = None  # the last GET's, kept for the next
@@ -285,7 +289,7 @@ class KubeClient:
         except _TROUBLE as e:
             raise KubeUnreachable(f"{what}: {_said(e)}") from None
         self._watches.add(connection)
-        return WatchStream(connection, what, read_timeout, self._watches, self._max_event_bytes)
+        return WatchStream(connection, what, read_timeout, self._watches, self.max_body_bytes)
 
     async def close(self) -> None:
         for connection in self._watches:
@@ -300,21 +304,30 @@ class KubeClient:
         kept = await self._reuse()
         if kept is not None:
             try:
-                return kept, await self._answer(kept, request)
+                return kept, await self._answer(kept, request, path)
             except _TROUBLE:
                 if kept.answered:
                     raise
                 # closed by the server as the request went out, before any of an answer: sent again on a new one
         connection = await self._open()
-        return connection, await self._answer(connection, request)
+        return connection, await self._answer(connection, request, path)
 
-    async def _answer(self, connection: _Connection, request: h11.Request) -> bytes:
-        """The body of the answer to ``request`` on ``connection``, which is cut if anything fails."""
+    async def _answer(self, connection: _Connection, request: h11.Request, path: str) -> bytes:
+        """The body of the answer to ``request`` on ``connection``, which is cut if anything fails; ``KubeError``
+        once it is known to be over ``max_body_bytes``."""
         try:
             response = await connection.exchange(request, None)
             await self._check(connection, response, None)
+            over = f"GET {path}: an answer over {_show(self.max_body_bytes)}"
+            length = next((v for name, v in response.headers if name == b"content-length"), b"")
+            if int(length or 0) > self.max_body_bytes:  # h11 has checked it is a number
+                raise KubeError(f"{over} (its Content-Length is {int(length)})")
             body = []
+            size = 0
             while (data := await connection.data(None)) is not None:
+                size += len(data)
+                if size > self.max_body_bytes:
+                    raise KubeError(f"{over}: {size} bytes had arrived when reading stopped")
                 body.append(data)
         except BaseException:
             connection.abort()
@@ -390,6 +403,10 @@ def _retry_after(response: h11.Response) -> float | None:
         return None
     value = next((v for name, v in response.headers if name == b"retry-after"), b"").strip()
     return float(value) if value.isdigit() else None
+
+
+def _show(size: int) -> str:
+    return f"{size // 2**20} MiB" if size % 2**20 == 0 else f"{size} bytes"
 
 
 def _said(error: BaseException) -> str:

@@ -13,6 +13,10 @@ needs no 100 then), with ``Connection: close``, and the connection is closed aft
 waited for. Pipelined requests are answered one after the other, and the next is taken only once the transport has
 written the last answer out (``pause_writing``); while one is being answered, reading stops once ``_MAX_BACKLOG``
 bytes wait unparsed. So a client that sends without reading holds at most that much, not an answer per request.
+
+A client that asks and does not read holds its answer in the write buffer: answers unread hold at most the server's
+``SendBudget`` together, the connections whose answers waited longest cut to make room for a new one, and one left
+unread past its write timeout is cut too (``send_budget.py``).
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
+import socket
 from collections.abc import Sequence
 from typing import cast
 from urllib.parse import urlsplit
@@ -27,6 +32,7 @@ from urllib.parse import urlsplit
 import h11
 
 from collector.web.messages import Answer, Request, Response, http_date, reason, status_text, text
+from collector.web.send_budget import SendBudget
 from common import listener
 
 log = logging.getLogger(__name__)
@@ -40,8 +46,11 @@ _LINGER_SECONDS = 0.5
 
 
 class Connection(listener.Handler):
-    def __init__(self, answer: Answer, idle_timeout: float, max_head_bytes: int) -> None:
+    def __init__(self, answer: Answer, idle_timeout: float, max_head_bytes: int, budget: SendBudget) -> None:
+        """``budget``: the room for unread answers, shared by every connection of the server."""
         self._answer = answer
+        self._budget = budget
+        self._write_timer: asyncio.TimerHandle | None = None
         self._idle_timeout = idle_timeout
         # above the listener's own bound, which answers 431 first
         self._h11 = h11.Connection(h11.SERVER, max_incomplete_event_size=max_head_bytes + 1024)
@@ -65,6 +74,13 @@ class Connection(listener.Handler):
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self._transport = cast(asyncio.Transport, transport)
+        # paused whenever anything of an answer is left unsent, resumed once all of it is: the budget's room is
+        # given back then
+        self._transport.set_write_buffer_limits(high=0)
+        sock = transport.get_extra_info("socket")
+        if sock is not None:
+            # what the system holds of an answer, per connection, bounded; the budget counts what is left over
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, self._budget.send_buffer)
 
     def data_received(self, data: bytes) -> None:
         if self._lingering:
@@ -86,6 +102,7 @@ class Connection(listener.Handler):
 
     def resume_writing(self) -> None:
         self._writing_paused = False
+        self._taken()
         if self._answering is None:
             self._next()
 
@@ -101,6 +118,7 @@ class Connection(listener.Handler):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._stop_idle_timer()
+        self._taken()
         self._transport = None
         if self._answering is not None:
             self._answering.cancel()
@@ -160,8 +178,12 @@ class Connection(listener.Handler):
         self._request = None
         if self._transport is None or self._transport.is_closing():
             return
+        head_only = method == "HEAD"
+        size = 0 if head_only else len(response.body)
+        self._budget.take(self, size)
         try:
-            self._send(response, head_only=method == "HEAD", close=close)
+            self._send(response, head_only=head_only, close=close)
+            self._sent(size)
         except (h11.LocalProtocolError, ValueError):  # ValueError: a header h11 cannot encode
             self._transport.abort()  # an answer h11 cannot frame: the client sees the connection cut, not a bad one
             return
@@ -188,6 +210,33 @@ class Connection(listener.Handler):
             out += self._h11.send(h11.Data(data=response.body))
         out += self._h11.send(h11.EndOfMessage())
         self._transport.write(out)
+
+    def _sent(self, size: int) -> None:
+        """``size`` bytes of answer were written and counted in the budget: what the system took at once is given
+        back, the rest once the buffer drains (``resume_writing``) or the connection closes, which it is if that
+        takes longer than the write timeout."""
+        assert self._transport is not None, "checked by the caller"
+        self._budget.give(self, size - min(size, self._transport.get_write_buffer_size()))
+        if self._transport.get_write_buffer_size() and self._write_timer is None:
+            self._write_timer = asyncio.get_running_loop().call_later(self._budget.write_timeout, self._unread_expired)
+
+    def _taken(self) -> None:
+        """The write buffer is empty, or the connection gone: its answers hold no room any more."""
+        self._budget.give(self)
+        if self._write_timer is not None:
+            self._write_timer.cancel()
+            self._write_timer = None
+
+    def _unread_expired(self) -> None:
+        self._write_timer = None
+        log.debug("cut a connection whose client read no answer within %gs", self._budget.write_timeout)
+        self.cut()
+
+    def cut(self) -> None:
+        """Close at once, what is unsent dropped: its answer waited too long, or its room went to a newer one."""
+        self._taken()
+        if self._transport is not None:
+            self._transport.abort()
 
     def _linger(self) -> None:
         assert self._transport is not None, "checked by the caller"

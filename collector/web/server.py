@@ -10,6 +10,7 @@ import ssl
 
 from collector.web.connection import Connection
 from collector.web.messages import Answer
+from collector.web.send_budget import SendBudget
 from common.listener import BoundedListener, Limits
 
 # how long a stopping server waits for the answers in progress before it cuts their connections
@@ -24,12 +25,15 @@ class HttpServer:
         port: int,
         ssl_context: ssl.SSLContext | None = None,
         limits: Limits | None = None,
+        budget: SendBudget | None = None,
     ) -> None:
-        """``host`` None listens on every address, IPv4 and IPv6; port 0 on one the system chooses (``port``)."""
+        """``host`` None listens on every address, IPv4 and IPv6; port 0 on one the system chooses (``port``).
+        ``budget``: the room for answers clients have not read, shared by every connection."""
         self.limits = limits_ = limits or Limits()
+        self.budget = budget_ = budget or SendBudget()
 
         def connection() -> Connection:
-            return Connection(answer, limits_.idle_timeout, limits_.max_head_bytes)
+            return Connection(answer, limits_.idle_timeout, limits_.max_head_bytes, budget_)
 
         self.listener = BoundedListener(connection, host, port, ssl_context=ssl_context, limits=limits_)
 

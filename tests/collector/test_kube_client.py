@@ -22,7 +22,7 @@ import yaml
 
 from collector.errors import ConfigError, KubeApiError, KubeError, KubeUnreachable
 from collector.kube import client as kube_client
-from collector.kube.client import KubeClient, WatchStream
+from collector.kube.client import MAX_BODY_BYTES, KubeClient, WatchStream
 from collector.kube.config import KubeAccess, KubeConfig
 from collector.kube.watch import LIST_METADATA, WATCH_METADATA
 from collector.pods.directory import KubePodDirectory
@@ -613,15 +613,39 @@ async def test_a_silent_watch_ends() -> None:
 async def test_a_watch_event_over_the_limit_is_refused() -> None:
     limit = 2**20
     at_the_limit = b"x" * (limit - 1) + b"\n"
-    async with (
-        raw_server(chunked(at_the_limit, b"y" * 1000, b"y" * limit, b"\n")) as raw,
-        client_of(raw, max_event_bytes=limit) as client,
-    ):
+    answers = raw_server(chunked(at_the_limit, b"y" * 1000, b"y" * limit, b"\n"))
+    async with answers as raw, client_of(raw, max_body_bytes=limit) as client:
         lines: list[bytes] = []
         async with await client.watch(PODS, {"watch": "1"}, 5) as stream:
             with pytest.raises(KubeError, match=r"^watch /api/v1/pods: a watch event over 1 MiB$"):
                 await read_lines(stream, lines)
         assert lines == [at_the_limit]
+
+
+async def test_an_endless_answer_to_a_get_is_cut_at_the_body_limit() -> None:
+    # the red team's endless LIST body took the collector to 6,954 MiB in 30 s; the server here never ends it
+    limit = 2**20
+    endless = chunked(b"[" + b"0," * (limit // 2), b"0," * 1000, last=False)
+    async with raw_server(endless, hold=True) as raw, client_of(raw, max_body_bytes=limit) as client:
+        said = r"^GET /api/v1/pods: an answer over 1 MiB: \d+ bytes had arrived when reading stopped$"
+        with pytest.raises(KubeError, match=said):
+            await client.get(PODS, {}, 30)
+        assert client.max_body_bytes == limit
+
+
+async def test_an_answer_to_a_get_whose_length_is_over_the_limit_is_refused_before_it_is_read() -> None:
+    head = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 1048577\r\n\r\n"
+    async with raw_server(head, hold=True) as raw, client_of(raw, max_body_bytes=2**20) as client:
+        said = r"^GET /api/v1/pods: an answer over 1 MiB \(its Content-Length is 1048577\)$"
+        with pytest.raises(KubeError, match=said):
+            await client.get(PODS, {}, 30)
+
+
+async def test_an_answer_to_a_get_at_the_limit_is_read() -> None:
+    body = b"x" * 2**20
+    async with raw_server(answer(body), chunked(body)) as raw, client_of(raw, max_body_bytes=2**20) as client:
+        assert await client.get(PODS, {}, 30) == body
+        assert await client.get(PODS, {}, 30) == body
 
 
 async def test_closing_the_client_ends_its_open_watches() -> None:
@@ -640,6 +664,21 @@ async def test_a_server_address_that_cannot_be_used_is_a_config_error(server: st
     client = KubeClient(KubeConfig(server, "a test", token=TOKEN))
     with pytest.raises(ConfigError, match=rf"^a test: server {server}.*{said}"):
         await client.get(PODS, {}, 5)
+
+
+async def test_a_list_whose_body_does_not_end_is_refused_and_the_directory_lists_again(tmp_path: Path) -> None:
+    # the red team's endless LIST body took the collector to 6,954 MiB in 30 s
+    pod = {"metadata": {"name": "a", "namespace": "ml", "uid": "uid-a", "resourceVersion": "101"}}
+    listed = json.dumps({"kind": "PartialObjectMetadataList", "metadata": {"resourceVersion": "101"}, "items": [pod]})
+    endless = chunked(b'{"items":[' + b'{"metadata":{}},' * (MAX_BODY_BYTES // 16 + 4096), last=False)
+    async with raw_server(endless, answer(listed.encode()), chunked(last=False), hold=True) as raw:
+        path = kubeconfig(tmp_path / "kubeconfig", f"http://127.0.0.1:{raw.port}", {}, {"token": TOKEN})
+        source = Freshness("pod-directory", 60.0)
+        directory = KubePodDirectory("node-a", KubeAccess(path), None, source)
+        async with running(directory.run()):
+            await wait_until(lambda: directory.lookup("uid-a") == ("ml", "a"), within=30)
+            assert directory.errors == {"KubeError": 1}
+            assert source.failing_since is None
 
 
 async def test_a_copy_whose_watch_is_cut_midway_watches_again_from_its_last_version(tmp_path: Path) -> None:

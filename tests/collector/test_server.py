@@ -1,6 +1,8 @@
 import asyncio
+import contextlib
 import logging
 import re
+import socket
 from collections.abc import Awaitable, Callable
 
 import pynvml
@@ -11,6 +13,7 @@ from collector.collection import Collection
 from collector.nvml.reader import NvmlReader
 from collector.server import answer_for
 from collector.web.messages import Answer, Request, Response, text
+from collector.web.send_budget import SendBudget
 from collector.web.server import HttpServer
 from common.listener import Limits
 from harness.node.nvml_trace import ReplayNvml
@@ -266,3 +269,96 @@ async def test_request_forms_rfc_9112_allows_or_refuses(
     out = await exchange(await serve(index_only()), raw)
     assert re.findall(rb"HTTP/1\.1 (\d{3} [^\r]*)\r\n", out)[-1] == status
     assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
+
+
+async def _not_reading(port: int) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    """A connection whose client reads nothing until told, with a small receive window: the system holds little of
+    an answer, the server's write buffer the rest."""
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    sock.setblocking(False)
+    await asyncio.get_running_loop().sock_connect(sock, ("127.0.0.1", port))
+    return await asyncio.open_connection(sock=sock)
+
+
+async def _all_read(reader: asyncio.StreamReader) -> bytes:
+    """What comes until the connection ends, closed or cut."""
+    out = b""
+    with contextlib.suppress(ConnectionError):
+        while data := await asyncio.wait_for(reader.read(2**20), 30):
+            out += data
+    return out
+
+
+def _holds(budget: SendBudget, more_than: float) -> Callable[[], bool]:
+    return lambda: budget.held > more_than
+
+
+def page_of(body: bytes) -> Answer:
+    async def page(request: Request) -> Response:
+        return Response(200, body, {"Content-Type": "text/plain"})
+
+    return page
+
+
+async def test_answers_clients_do_not_read_hold_at_most_the_send_budget_and_the_oldest_makes_room() -> None:
+    # the red team's 900 connections reading nothing kept a 393 KB page each: 31 → 349 MiB
+    page = b"x" * 8 * 2**20
+    budget = SendBudget(limit=2 * len(page), write_timeout=600)
+    server = HttpServer(page_of(page), "127.0.0.1", 0, budget=budget)
+    await server.start()
+    try:
+        unread = []
+        for count in (1, 2):
+            unread.append(await _not_reading(server.port))
+            unread[-1][1].write(b"GET /metrics HTTP/1.1\r\nHost: c\r\n\r\n")
+            await wait_until(_holds(budget, (count - 0.5) * len(page)), what="the answer left unread")
+        assert server.listener.open == 2
+        scraper = await _not_reading(server.port)  # reads, but only once the server has answered
+        scraper[1].write(b"GET /metrics HTTP/1.1\r\nHost: c\r\nConnection: close\r\n\r\n")
+        await wait_until(lambda: budget.cut == 1, what="the oldest unread answer's connection cut")
+        answered = await asyncio.wait_for(scraper[0].read(), 30)
+        assert answered.startswith(b"HTTP/1.1 200 OK\r\n")
+        assert answered.endswith(page)
+        assert budget.peak <= budget.limit
+        assert len(await _all_read(unread[0][0])) < len(page)  # the first client's answer was cut short
+        head = await asyncio.wait_for(unread[1][0].readuntil(b"\r\n\r\n"), 10)  # the second's is still there
+        assert head.startswith(b"HTTP/1.1 200 OK\r\n")
+        assert await asyncio.wait_for(unread[1][0].readexactly(len(page)), 30) == page
+        await wait_until(lambda: budget.held == 0, what="the room given back once the answers are read")
+        for _, writer in (*unread, scraper):
+            writer.close()
+    finally:
+        await server.stop()
+
+
+async def test_a_connection_whose_answer_is_not_read_within_the_write_timeout_is_cut() -> None:
+    budget = SendBudget(write_timeout=0.2)
+    server = HttpServer(page_of(b"x" * 16 * 2**20), "127.0.0.1", 0, budget=budget)
+    await server.start()
+    try:
+        _, writer = await _not_reading(server.port)
+        writer.write(b"GET /metrics HTTP/1.1\r\nHost: c\r\n\r\n")
+        await wait_until(lambda: budget.held > 0, what="the answer left unread in the write buffer")
+        await wait_until(lambda: server.listener.open == 0, what="the connection cut")
+        assert budget.held == 0
+        writer.close()
+    finally:
+        await server.stop()
+
+
+async def test_what_the_system_holds_of_an_unread_answer_is_bounded_and_the_rest_counted() -> None:
+    # Linux takes up to 4 MiB of a connection's answer into its send buffer, charged to the pod's memory: a 1 MiB page
+    # left unread was held there whole, out of the budget's sight
+    budget = SendBudget(write_timeout=600)
+    server = HttpServer(page_of(b"x" * 2**20), "127.0.0.1", 0, budget=budget)
+    await server.start()
+    try:
+        reader, writer = await _not_reading(server.port)
+        writer.write(b"GET /metrics HTTP/1.1\r\nHost: c\r\n\r\n")
+        await wait_until(lambda: budget.held > 2**20 - 256 * 1024, what="most of the page left in the write buffer")
+        await asyncio.wait_for(reader.readexactly(2**20), 30)
+        await wait_until(lambda: budget.held == 0, what="the room given back once the page is read")
+        writer.close()
+    finally:
+        await server.stop()
