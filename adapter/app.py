@@ -28,6 +28,7 @@ from adapter.security.tls import ServingTLS
 from adapter.self_metrics import AdapterMetrics
 from adapter.settings import Settings
 from common.freshness import DEFAULT_TIMING, Timing
+from common.listener import Limits
 from common.supervisor import polled, start, stop
 
 SETTINGS = web.AppKey("settings", Settings)
@@ -37,6 +38,7 @@ AUTH_API = web.AppKey("auth_api", AuthAPI)
 SERVING = web.AppKey("serving", ServingTLS)
 TIMING = web.AppKey("timing", Timing)
 KEDA = web.AppKey("keda", ScalerServer)
+LIMITS = web.AppKey("limits", Limits)
 
 
 async def _components_ctx(app: web.Application) -> AsyncIterator[None]:
@@ -69,7 +71,7 @@ async def _serving_ctx(app: web.Application) -> AsyncIterator[None]:
 
 async def _keda_ctx(app: web.Application) -> AsyncIterator[None]:
     """KEDA's external scaler on --keda-scaler-address, answered by the components' provider; with the serving
-    certificate unless --insecure-serve-http."""
+    certificate unless --insecure-serve-http, and the HTTP port's connection limits."""
     settings, metrics, timing = app[SETTINGS], app[METRICS], app[TIMING]
     keda = settings.keda
     assert keda.address is not None
@@ -79,7 +81,9 @@ async def _keda_ctx(app: web.Application) -> AsyncIterator[None]:
         certificates = ScalerCertificates(serving.cert, serving.key, keda.client_ca_file)
     scaler = Scaler(app[COMPONENTS].provider, metrics, keda.stream_interval, keda.max_streams)
     unused_ca = str(keda.client_ca_file) if certificates is None and keda.client_ca_file is not None else ""
-    server = app[KEDA] = ScalerServer(keda.address, scaler, certificates, unused_ca)
+    server = app[KEDA] = ScalerServer(
+        keda.address, scaler, certificates, unused_ca, allowed_names=keda.client_allowed_names, limits=app[LIMITS]
+    )
     await server.start()
     tasks = []
     if certificates is not None:
@@ -106,19 +110,22 @@ def create_app(
     serving: ServingTLS | None = None,
     middlewares: Sequence[Middleware] = (),
     timing: Timing = DEFAULT_TIMING,
+    limits: Limits | None = None,
 ) -> web.Application:
     """The adapter as an aiohttp app.
 
     ``kube_api`` and ``auth_api`` replace the Kubernetes API clients built from settings; ``serving`` is the TLS
     context the server runs with, whose client CAs follow the authentication configuration and whose certificate is
     reloaded when its files change; ``timing``: how long a background source may fail before ``/readyz`` does, and
-    the longest wait between retries.
+    the longest wait between retries; ``limits``: the connection limits of the HTTP port, which KEDA's port takes
+    too.
     """
     guard = [] if settings.insecure_disable_auth else [auth.guard(settings.auth.always_allow_paths, _mapping)]
     app = web.Application(middlewares=[handlers.observe, *guard, *middlewares])
     app[SETTINGS] = settings
     app[METRICS] = metrics or AdapterMetrics()
     app[TIMING] = timing
+    app[LIMITS] = limits or Limits()
     app[STOPPING] = asyncio.Event()
     if kube_api is not None:
         app[KUBE_API] = kube_api

@@ -14,3 +14,4 @@ class KedaSettings:
     client_ca_file: Path | None = default("keda-client-ca-file")
     stream_interval: float = default("keda-stream-interval")
     max_streams: int = default("keda-max-streams")
+    client_allowed_names: tuple[str, ...] = default("keda-client-allowed-names")  # (): any certificate of the CA
