@@ -156,11 +156,16 @@ async def test_connections_beyond_the_cap_are_closed_as_they_come_and_the_cap_is
     sockets: list[socket.socket],
 ) -> None:
     scaler = await start(make_adapter, kube, prometheus, tmp_path, Limits(max_connections=5), tls=True)
-    held = connect(scaler.port, sockets, 5)
-    more = connect(scaler.port, sockets, 7)
-    await wait_until(lambda: all(closed(s) for s in more), what="the connections beyond the cap to be closed")
-    assert not any(closed(s) for s in held)  # the handshake deadline, 32 s, is far
-    assert not await scaler.served()  # KEDA too is beyond the cap
+    assert scaler.credentials is not None
+    async with grpc.aio.secure_channel(f"127.0.0.1:{scaler.port}", scaler.credentials) as keda:
+        stub: Any = pb_grpc.ExternalScalerStub(keda)  # type: ignore[no-untyped-call]
+        await stub.IsActive(TRAINERS, timeout=5)  # KEDA's connection, open before the others
+        held = connect(scaler.port, sockets, 4)
+        more = connect(scaler.port, sockets, 7)
+        await wait_until(lambda: all(closed(s) for s in more), what="the connections beyond the cap to be closed")
+        assert not any(closed(s) for s in held)  # the handshake deadline, 32 s, is far
+        await stub.IsActive(TRAINERS, timeout=5)  # an open connection keeps its place
+        assert not await scaler.served()  # a new one is beyond the cap
     for s in held:
         s.close()
     await eventually(scaler.served, what="KEDA to be served once the connections are gone")
