@@ -36,7 +36,8 @@ SHOWN_NAMES, SHOWN_LENGTH = 5, 100
 def names_of(context: Context) -> list[str]:
     """The verified client certificate's common name and DNS and URI subject alternative names."""
     properties = context.auth_context()
-    return [value.decode("utf-8", "replace") for key in NAME_PROPERTIES for value in properties.get(key, ())]
+    # a certificate without a common name has an empty one in gRPC's auth context
+    return [value.decode("utf-8", "replace") for key in NAME_PROPERTIES for value in properties.get(key, ()) if value]
 
 
 def refusal(names: Sequence[str]) -> str:
