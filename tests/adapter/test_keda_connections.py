@@ -178,7 +178,7 @@ async def test_a_connection_that_does_not_finish_its_handshake_is_closed_at_the_
     tmp_path: Path,
     sockets: list[socket.socket],
 ) -> None:
-    limits = Limits(handshake_timeout=0.5)
+    limits = Limits(handshake_timeout=1.0)
     scaler = await start(make_adapter, kube, prometheus, tmp_path, limits, tls=True)
     silent = connect(scaler.port, sockets, 3)  # no ClientHello
     # TLS done, and then no HTTP/2 preface: the deadline covers the whole handshake
