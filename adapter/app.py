@@ -30,6 +30,7 @@ from adapter.security.tls import ServingTLS
 from adapter.self_metrics import AdapterMetrics
 from adapter.settings import Settings
 from common.freshness import DEFAULT_TIMING, Timing
+from common.listener import Limits
 from common.supervisor import polled, start, stop
 
 SETTINGS = web.AppKey("settings", Settings)
@@ -40,6 +41,7 @@ SERVING = web.AppKey("serving", ServingTLS)
 TIMING = web.AppKey("timing", Timing)
 KEDA = web.AppKey("keda", ScalerServer)
 CLOCK: web.AppKey[Callable[[], float]] = web.AppKey("clock")
+LIMITS = web.AppKey("limits", Limits)
 
 
 async def _components_ctx(app: web.Application) -> AsyncIterator[None]:
@@ -72,7 +74,7 @@ async def _serving_ctx(app: web.Application) -> AsyncIterator[None]:
 
 async def _keda_ctx(app: web.Application) -> AsyncIterator[None]:
     """KEDA's external scaler on --keda-scaler-address, answered by the components' provider; with the serving
-    certificate unless --insecure-serve-http."""
+    certificate unless --insecure-serve-http, and the HTTP port's connection limits."""
     settings, metrics, timing = app[SETTINGS], app[METRICS], app[TIMING]
     keda = settings.keda
     assert keda.address is not None
@@ -84,7 +86,9 @@ async def _keda_ctx(app: web.Application) -> AsyncIterator[None]:
         app[COMPONENTS].provider, metrics, keda.stream_interval, keda.max_streams, keda.max_streams_per_namespace
     )
     unused_ca = str(keda.client_ca_file) if certificates is None and keda.client_ca_file is not None else ""
-    server = app[KEDA] = ScalerServer(keda.address, scaler, certificates, unused_ca)
+    server = app[KEDA] = ScalerServer(
+        keda.address, scaler, certificates, unused_ca, allowed_names=keda.client_allowed_names, limits=app[LIMITS]
+    )
     await server.start()
     tasks = []
     if certificates is not None:
@@ -112,6 +116,7 @@ def create_app(
     middlewares: Sequence[Middleware] = (),
     timing: Timing = DEFAULT_TIMING,
     clock: Callable[[], float] = time.monotonic,
+    limits: Limits | None = None,
 ) -> web.Application:
     """The adapter as an aiohttp app.
 
@@ -119,7 +124,7 @@ def create_app(
     context the server runs with, whose client CAs follow the authentication configuration and whose certificate is
     reloaded when its files change; ``timing``: how long a background source may fail before ``/readyz`` does, and
     the longest wait between retries; ``clock``: what the ages of held answers (``--backend-failure-hold``) are read
-    from.
+    from; ``limits``: the connection limits of the HTTP port, which KEDA's port takes too.
     """
     guard = [] if settings.insecure_disable_auth else [auth.guard(settings.auth.always_allow_paths, _mapping)]
     app = web.Application(middlewares=[handlers.observe, scaler_questions.as_http_question, *guard, *middlewares])
@@ -127,6 +132,7 @@ def create_app(
     app[METRICS] = metrics or AdapterMetrics()
     app[TIMING] = timing
     app[CLOCK] = clock
+    app[LIMITS] = limits or Limits()
     app[STOPPING] = asyncio.Event()
     if kube_api is not None:
         app[KUBE_API] = kube_api

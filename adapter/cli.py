@@ -79,7 +79,7 @@ async def _serve(settings: Settings, limits: connections.Limits) -> None:
     ssl_context = serving.context if serving else None
     if settings.insecure_disable_auth:
         log.warning("%s", DISABLED_WARNING)
-    app = create_app(settings, serving=serving)
+    app = create_app(settings, serving=serving, limits=limits)
     access_log = logging.getLogger("aiohttp.access") if settings.verbosity >= 6 else None
     runner = connections.runner(app, limits, access_log)
     served = False

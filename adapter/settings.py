@@ -92,6 +92,11 @@ def _settings(argv: Sequence[str], env: Mapping[str, str]) -> Settings:
                 "keda-client-ca-file",
                 "client certificates need TLS, and --insecure-serve-http serves KEDA's scaler in plain text too",
             )
+    if values["keda-client-allowed-names"] and values["keda-client-ca-file"] is None:
+        raise fail(
+            "keda-client-allowed-names",
+            "needs --keda-client-ca-file: without it callers present no certificate whose names could be checked",
+        )
     if values["insecure-disable-auth"]:
         # what --insecure-disable-auth turns off: giving any of these with it is a contradiction, not a no-op
         contradicting = [f for f, flag in FLAGS.flags.items() if (flag.field or "").startswith("auth.")]

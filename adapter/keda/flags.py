@@ -3,7 +3,7 @@ listens, whose client certificates it takes, and how its activity streams poll."
 
 from __future__ import annotations
 
-from common.flags import Flag, defaults_of, duration, flag, integer, optional_path
+from common.flags import Flag, defaults_of, duration, flag, integer, optional_path, string_list
 
 
 def address(text: str) -> str | None:
@@ -28,6 +28,11 @@ FLAGS: tuple[Flag, ...] = (
     flag("--keda-client-ca-file", field="keda.client_ca_file", parse=optional_path,
          help="CA bundle that KEDA's client certificate (its tlsClientCert) must chain to; without it anyone who "
          "reaches the port can read every namespace's metrics through it"),
+    flag("--keda-client-allowed-names", field="keda.client_allowed_names", parse=string_list,
+         default="", repeated=True,
+         help="names KEDA's client certificate must carry one of, as its common name or a DNS or URI subject "
+         "alternative name, comma-separated (as --requestheader-allowed-names); empty: any certificate that chains "
+         "to --keda-client-ca-file, whichever namespace's Certificate it was issued for"),
     flag("--keda-stream-interval", field="keda.stream_interval", parse=duration(0.1, 60, "100ms to 1m"),
          default="1s", help="how often each StreamIsActive stream asks for its value again, 100ms to 1m"),
     flag("--keda-max-streams", field="keda.max_streams", parse=integer(1, 100_000), default="1000",

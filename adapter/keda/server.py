@@ -1,5 +1,13 @@
 """The gRPC server of KEDA's external scaler, on the adapter's event loop (``grpc.aio``), started and stopped with
-the app (``adapter/app.py``)."""
+the app (``adapter/app.py``).
+
+Its connections are bounded as the HTTP port's are (``common/listener.py``): at most ``max_connections`` open (gRPC
+closes one more as it is accepted, before any TLS work) and the handshake, TLS and HTTP/2's preface and SETTINGS,
+within ``handshake_timeout``; without them 10,000 connections that never sent a ClientHello held 312 MiB, and 568
+as they closed. Calls are bounded per connection (HTTP/2's SETTINGS_MAX_CONCURRENT_STREAMS) and in all
+(``maximum_concurrent_rpcs``), and a call's request message must follow its headers within ``header_timeout``
+(``admission.py``).
+"""
 
 from __future__ import annotations
 
@@ -8,9 +16,11 @@ import logging
 import grpc
 
 from adapter.errors import ConfigError
+from adapter.keda.admission import Admission
 from adapter.keda.credentials import ScalerCertificates
 from adapter.keda.handlers import add_scaler
 from adapter.keda.scaler import Scaler
+from common.listener import Limits
 
 log = logging.getLogger(__name__)
 
@@ -28,10 +38,18 @@ OPEN_WARNING = (
 
 class ScalerServer:
     def __init__(
-        self, address: str, scaler: Scaler, certificates: ScalerCertificates | None, unused_client_ca: str = ""
+        self,
+        address: str,
+        scaler: Scaler,
+        certificates: ScalerCertificates | None,
+        unused_client_ca: str = "",
+        *,
+        allowed_names: tuple[str, ...] = (),
+        limits: Limits | None = None,
     ) -> None:
         """``certificates``: None serves plain gRPC (--insecure-serve-http); ``unused_client_ca``: the
-        --keda-client-ca-file given all the same, named in the start's warning."""
+        --keda-client-ca-file given all the same, named in the start's warning; ``allowed_names``: the names a
+        client certificate must carry one of (empty: any); ``limits``: the HTTP port's."""
         self.address = address
         self.scaler = scaler
         self.certificates = certificates
@@ -40,10 +58,19 @@ class ScalerServer:
         # every call the scaler serves at once: its streams, and up to UNARY_CALLS unary calls besides (KEDA makes
         # two a ScaledObject each polling interval, answered in milliseconds from a cache); beyond that gRPC answers
         # RESOURCE_EXHAUSTED itself, before the call is counted
+        calls = scaler.max_streams + UNARY_CALLS
+        limits = limits or Limits()
         self._server = grpc.aio.server(
-            maximum_concurrent_rpcs=scaler.max_streams + UNARY_CALLS,
+            interceptors=[Admission(allowed_names, limits.header_timeout)],
+            maximum_concurrent_rpcs=calls,
             options=[
                 ("grpc.max_receive_message_length", MAX_REQUEST_BYTES),
+                ("grpc.max_allowed_incoming_connections", limits.max_connections),
+                ("grpc.server_handshake_timeout_ms", round(limits.handshake_timeout * 1000)),
+                # KEDA makes every call of every ScaledObject on one connection (its pool keeps one a scaler
+                # address), so one connection may need every place; a client that opens more streams than that
+                # has them refused by HTTP/2 before gRPC makes a call of them
+                ("grpc.max_concurrent_streams", calls),
                 # as the HTTP port: a second process on the same port is an error at start, not a silent share
                 ("grpc.so_reuseport", 0),
             ],

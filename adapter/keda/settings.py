@@ -15,3 +15,4 @@ class KedaSettings:
     stream_interval: float = default("keda-stream-interval")
     max_streams: int = default("keda-max-streams")
     max_streams_per_namespace: int = default("keda-max-streams-per-namespace")
+    client_allowed_names: tuple[str, ...] = default("keda-client-allowed-names")  # (): any certificate of the CA

@@ -18,6 +18,7 @@ from adapter.security import tls
 from adapter.security.auth_config import AuthSettings
 from adapter.settings import Settings
 from common.freshness import DEFAULT_TIMING, Timing
+from common.listener import Limits
 from harness.adapter.in_process import Adapter, MakeSecure, populate, settings_for
 from harness.kube.api import FakeKubeAPIServer
 from harness.kube.cluster import Cluster, SecureAdapter, grant_cluster_roles
@@ -130,9 +131,12 @@ async def kube() -> AsyncIterator[FakeKubeAPIServer]:
 @pytest.fixture
 def make_adapter(aiohttp_client: AiohttpClient) -> Callable[..., Awaitable[Adapter]]:
     async def make(
-        settings: Settings, timing: Timing = DEFAULT_TIMING, clock: Callable[[], float] = time.monotonic
+        settings: Settings,
+        timing: Timing = DEFAULT_TIMING,
+        clock: Callable[[], float] = time.monotonic,
+        limits: Limits | None = None,
     ) -> Adapter:
-        client = await aiohttp_client(create_app(settings, timing=timing, clock=clock))
+        client = await aiohttp_client(create_app(settings, timing=timing, clock=clock, limits=limits))
         adapter = Adapter(client)
         if adapter.components.objects.api is not None:
             await wait_until(lambda: adapter.components.objects.synced, what="metadata cache synced")

@@ -44,8 +44,16 @@ def test_every_flag_has_its_variable() -> None:
         "GPUSCALE_ADAPTER_KEDA_STREAM_INTERVAL": "250ms",
         "GPUSCALE_ADAPTER_KEDA_MAX_STREAMS": "10",
         "GPUSCALE_ADAPTER_KEDA_MAX_STREAMS_PER_NAMESPACE": "5",
+        "GPUSCALE_ADAPTER_KEDA_CLIENT_ALLOWED_NAMES": "keda-operator,keda-operator.keda.svc",
     }
-    assert parse_settings([], env=env).keda == KedaSettings("0.0.0.0:9443", Path("/ca.pem"), 0.25, 10, 5)
+    names = ("keda-operator", "keda-operator.keda.svc")
+    assert parse_settings([], env=env).keda == KedaSettings("0.0.0.0:9443", Path("/ca.pem"), 0.25, 10, 5, names)
+
+
+def test_allowed_names_are_a_list_that_may_repeat() -> None:
+    argv = ["--keda-scaler-address=:9443", "--keda-client-ca-file=/ca.pem", "--keda-client-allowed-names=a,b",
+            "--keda-client-allowed-names=c"]  # fmt: skip
+    assert parse_settings(argv, env=BASE).keda.client_allowed_names == ("a", "b", "c")
 
 
 @pytest.mark.parametrize(
@@ -62,6 +70,10 @@ def test_every_flag_has_its_variable() -> None:
             ["--keda-scaler-address=:9443", "--keda-client-ca-file=/ca.pem", "--insecure-serve-http",
              "--insecure-disable-auth"],
             "client certificates need TLS",
+        ),
+        (
+            ["--keda-scaler-address=:9443", "--keda-client-allowed-names=keda-operator"],
+            "--keda-client-allowed-names (or GPUSCALE_ADAPTER_KEDA_CLIENT_ALLOWED_NAMES): needs --keda-client-ca-file",
         ),
         (["--keda-stream-interval=50ms"], "50ms is outside the valid range 100ms to 1m"),
         (["--keda-stream-interval=2m"], "2m is outside the valid range 100ms to 1m"),

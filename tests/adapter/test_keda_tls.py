@@ -3,6 +3,7 @@ that chains to that CA gets in (KEDA's TriggerAuthentication: caCert, tlsClientC
 
 from __future__ import annotations
 
+import datetime
 import logging
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -11,6 +12,10 @@ from typing import Any
 import grpc
 import pytest
 import trustme
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import ExtendedKeyUsageOID
 
 from adapter.app import KEDA
 from adapter.keda.externalscaler import externalscaler_pb2 as pb
@@ -52,14 +57,19 @@ def files(tmp_path: Path) -> Files:
 
 
 async def start(
-    make_adapter: MakeAdapter, kube: FakeKubeAPIServer, prometheus: Prometheus, files: Files, client_ca: Path | None
+    make_adapter: MakeAdapter,
+    kube: FakeKubeAPIServer,
+    prometheus: Prometheus,
+    files: Files,
+    client_ca: Path | None,
+    allowed_names: tuple[str, ...] = (),
 ) -> int:
     settings = settings_for(
         prometheus.adapter_url,
         kube.kubeconfig(files.cert.parent / "kubeconfig"),
         insecure_serve_http=False,
         tls=TLSSettings(cert_file=files.cert, key_file=files.key),
-        keda=KedaSettings("127.0.0.1:0", client_ca_file=client_ca),
+        keda=KedaSettings("127.0.0.1:0", client_ca_file=client_ca, client_allowed_names=allowed_names),
         config_check_interval=0.1,
     )
     adapter = await make_adapter(settings)
@@ -122,6 +132,75 @@ async def test_client_certificates_are_refused_and_accepted_by_the_client_ca(
     await refused(port, trusting(files.ca, trustme.CA().issue_cert("keda-operator")))  # another CA's
     assert await is_active(port, trusting(files.ca, clients.issue_cert("keda-operator")))
     assert not [r for r in caplog.get_records("setup") if r.levelno >= logging.WARNING and "KEDA" in r.getMessage()]
+
+
+def with_uri(ca: trustme.CA, uri: str) -> tuple[bytes, bytes]:
+    """The key and a client certificate of ``ca`` whose one name is the URI ``uri`` (trustme writes DNS names,
+    addresses and e-mail addresses only), as SPIFFE identities are written."""
+    ca_key = serialization.load_pem_private_key(ca.private_key_pem.bytes(), None)
+    ca_cert = x509.load_pem_x509_certificate(ca.cert_pem.bytes())
+    key = ec.generate_private_key(ec.SECP256R1())
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(x509.Name([]))
+        .issuer_name(ca_cert.subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(hours=1))
+        .not_valid_after(now + datetime.timedelta(hours=1))
+        .add_extension(x509.SubjectAlternativeName([x509.UniformResourceIdentifier(uri)]), critical=True)
+        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False)
+        .sign(ca_key, hashes.SHA256())  # type: ignore[arg-type]
+    )
+    key_pem = key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
+    return key_pem, cert.public_bytes(serialization.Encoding.PEM)
+
+
+async def test_a_certificate_of_the_client_ca_is_refused_unless_it_carries_an_allowed_name(
+    make_adapter: MakeAdapter,
+    kube: FakeKubeAPIServer,
+    prometheus: Prometheus,
+    files: Files,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # one CA issues KEDA's certificate and, through a ClusterIssuer, a tenant's: before the names were checked, the
+    # tenant's read any namespace
+    clients = trustme.CA()
+    (tmp_path / "keda-ca.crt").write_bytes(clients.cert_pem.bytes())
+    spiffe = "spiffe://cluster.local/ns/keda/sa/keda-operator"
+    allowed = ("keda-operator.keda.svc", "keda-metrics", spiffe)
+    port = await start(make_adapter, kube, prometheus, files, tmp_path / "keda-ca.crt", allowed)
+    by_dns_name = clients.issue_cert("keda-operator.keda.svc", common_name="keda-operator")
+    assert await is_active(port, trusting(files.ca, by_dns_name))
+    by_common_name = clients.issue_cert("keda.example", common_name="keda-metrics")
+    assert await is_active(port, trusting(files.ca, by_common_name))
+    by_uri = grpc.ssl_channel_credentials(files.ca.cert_pem.bytes(), *with_uri(clients, spiffe))
+    assert await is_active(port, by_uri)
+    with pytest.raises(grpc.aio.AioRpcError) as e:
+        await is_active(port, grpc.ssl_channel_credentials(files.ca.cert_pem.bytes(), *with_uri(clients, spiffe + "x")))
+    first = f"the client certificate's names ('{spiffe}x') are not in --keda-client-allowed-names"
+    assert e.value.details() == first
+    tenant = trusting(files.ca, clients.issue_cert("keda-operator.tenant.svc", common_name="keda-operator"))
+    with pytest.raises(grpc.aio.AioRpcError) as e:
+        await is_active(port, tenant)
+    assert e.value.code() is grpc.StatusCode.PERMISSION_DENIED
+    assert e.value.details() == (
+        "the client certificate's names ('keda-operator', 'keda-operator.tenant.svc') are not in "
+        "--keda-client-allowed-names"
+    )
+    async with grpc.aio.secure_channel(f"127.0.0.1:{port}", tenant) as channel:  # a stream is refused alike
+        stub: Any = pb_grpc.ExternalScalerStub(channel)  # type: ignore[no-untyped-call]
+        with pytest.raises(grpc.aio.AioRpcError) as e:
+            await anext(aiter(stub.StreamIsActive(TRAINERS, timeout=5)))
+    assert e.value.code() is grpc.StatusCode.PERMISSION_DENIED
+    refusals = [r.getMessage() for r in caplog.records if "refused" in r.getMessage()]
+    assert refusals[0].startswith("KEDA scaler: /externalscaler.ExternalScaler/IsActive from ipv4:127.0.0.1:")
+    assert refusals[0].endswith(f"refused: {first}")
+    assert len(refusals) == 1  # the later refusals are of the same kind, within the minute: left out
 
 
 async def test_new_certificate_files_are_served_from_the_next_handshake(

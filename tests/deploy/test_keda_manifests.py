@@ -87,6 +87,8 @@ def test_the_scaler_listens_on_the_keda_port_and_checks_the_mounted_client_ca() 
     assert volume["secret"]["secretName"] == CLIENT_CA_SECRET
     key = str(PurePosixPath(ca).relative_to(mount["mountPath"]))
     assert [(i["key"], i["path"]) for i in volume["secret"]["items"]] == [("ca.crt", key)]
+    # of that CA's certificates, only the one docs/keda.md issues KEDA
+    assert s.keda.client_allowed_names == ("keda-operator",)
 
 
 def test_the_service_sends_port_keda_to_the_containers_keda_port() -> None:
