@@ -231,8 +231,7 @@ class MetricPipeline:
             picked = {k: pick(s) for k, s in self._instant(self._engines, t).items()}
             return self._served({k: v * factor for k, v in picked.items() if v is not None})
         if metric == "inference_time_to_first_token_seconds":
-            sums = self._rates(self._engines, _engine("ttft_sum"), t)
-            counts = self._rates(self._engines, _engine("ttft_count"), t)
+            sums, counts = self._ttft(t)
             return self._served({k: sums[k] / c for k, c in counts.items() if c > 0 and k in sums})
         raise KeyError(f"no Pods metric {metric!r}; the replay serves {', '.join(POD_METRICS)}")
 
@@ -244,8 +243,7 @@ class MetricPipeline:
             values = [v for s in self._instant(self._engines, t, namespace).values() if (v := pick(s)) is not None]
             return served(aggregate(values) * factor) if values else None
         if metric == "inference_time_to_first_token_seconds":
-            sums = self._rates(self._engines, _engine("ttft_sum"), t, namespace)
-            counts = self._rates(self._engines, _engine("ttft_count"), t, namespace)
+            sums, counts = self._ttft(t, namespace)
             if not sums or not counts or (total := sum(counts.values())) <= 0:
                 return None
             return served(sum(sums.values()) / total)
@@ -254,6 +252,13 @@ class MetricPipeline:
         if metric == "inference_request_rate":
             return self._request_rate(namespace, t)
         raise KeyError(f"no External metric {metric!r}; the replay serves {', '.join(EXTERNAL_METRICS)}")
+
+    def _ttft(self, t: int, namespace: str | None = None) -> tuple[dict[Key, float], dict[Key, float]]:
+        """The rates of the TTFT histogram's sum and count per pod."""
+        return (
+            self._rates(self._engines, _engine("ttft_sum"), t, namespace),
+            self._rates(self._engines, _engine("ttft_count"), t, namespace),
+        )
 
     def _demand(self, namespace: str, t: int) -> float | None:
         # sum(label_replace(sum(gateway queue >= 0 < +Inf), ...) or label_replace(sum(engines' waiting ...), ...)):
