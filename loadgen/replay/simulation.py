@@ -31,6 +31,7 @@ from typing import Protocol
 from ..autoscaling import ControllerConfig, HpaController, HpaSpec, KedaLoop, Observation, Pod, ScaledObject
 from ..serving.scheduler import Limits
 from .cost_model import CostModel
+from .pipeline import EngineSample, GatewaySample, GpuSample, Scrape
 from .policies import PODS_METRICS
 from .replica import Phase, ReplayRequest, Replica
 from .trace import Arrival
@@ -45,28 +46,6 @@ class Settings:
     limits: Limits = field(default_factory=Limits)
     controller: ControllerConfig = field(default_factory=ControllerConfig)
     tail: float = 900.0  # the longest the replay follows requests after the last arrival
-
-
-@dataclass(frozen=True)
-class EngineSample:
-    """What a scrape reads of one pod: its engine's series (None while it loads) and its GPU's utilization."""
-
-    pod: str
-    gpu_utilization: float  # percent, over the collector's last second
-    waiting: int | None = None
-    running: int | None = None
-    kv_usage: float | None = None  # 0-1, vLLM's kv_cache_usage_perc
-    ttft_sum: float = 0.0
-    ttft_count: int = 0
-    queue_time_sum: float = 0.0
-    queue_time_count: int = 0
-    success: int = 0
-
-
-@dataclass(frozen=True)
-class GatewaySample:
-    held: int  # requests waiting at the gateway: the endpoint picker's flow-control queue
-    requests: int  # requests that reached the gateway, a counter
 
 
 class Policy(Protocol):
@@ -84,9 +63,9 @@ class Policy(Protocol):
 
 
 class Metrics(Protocol):
-    """The metric pipeline: scrapes in, what the adapter's built-in rules serve out."""
+    """The metric pipeline (``served.ServedMetrics``): scrapes in, what the adapter serves out."""
 
-    def scrape(self, t: float, engines: Sequence[EngineSample], gateway: GatewaySample) -> None: ...
+    def scrape(self, scrape: Scrape) -> None: ...
 
     def pods_metric(self, name: str, t: float) -> Mapping[str, float]: ...
 
@@ -121,6 +100,7 @@ class Outcome:
         )
 
 
+NAMESPACE = "replay"  # the Deployment's, its pods' and the gateway's
 # event kinds, in the order they are taken at the same time
 READY, DEADLINE, SET, SCRAPE, POLL, SYNC = range(6)
 
@@ -266,19 +246,21 @@ class Simulation:
         return [r for r in self.replicas if r.phase in (Phase.READY, Phase.DRAINING)]
 
     def _scrape(self, t: float) -> None:
-        engines = []
+        engines, gpus = [], []
         for replica in self.replicas:
             replica.advance_to(t)
             if replica.gone is not None:
                 continue
+            node = f"node-{replica.index}"
+            gpus.append(GpuSample(NAMESPACE, replica.name, node, 100 * replica.busy_share(t)))
             if replica.phase is Phase.LOADING:
-                engines.append(EngineSample(replica.name, 0.0))
-                continue
+                continue  # its GPU is on the collector's page from the pod's start; its engine serves no page yet
             c, sched = replica.counters, replica.scheduler
-            engines.append(EngineSample(replica.name, 100 * replica.busy_share(t), sched.waiting, sched.running,
+            engines.append(EngineSample(NAMESPACE, replica.name, node, sched.waiting, sched.running,
                                         replica.kv_usage, c.ttft_sum, c.ttft_count, c.queue_time_sum,
                                         c.queue_time_count, c.success))  # fmt: skip
-        self.metrics.scrape(t, engines, GatewaySample(len(self.held), self.gateway_requests))
+        gateway = GatewaySample(NAMESPACE, "gateway", len(self.held), self.gateway_requests)
+        self.metrics.scrape(Scrape(t, engines, gpus, (gateway,)))
         tl = self.timeline
         arrived = self.gateway_requests - sum(tl.arrivals)
         tl.t.append(t)

@@ -2,15 +2,16 @@
 from the scheduler's rules (loadgen/serving/scheduler.py) and the lifecycle's."""
 
 import random
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import pytest
 
 from loadgen.autoscaling import Behavior, HpaSpec, MetricSpec, ScaledObject, ScalingRules, Trigger
 from loadgen.replay.cost_model import CostModel, Table, load_profile
+from loadgen.replay.pipeline import GpuSample, Scrape
 from loadgen.replay.replica import Phase, ReplayRequest, Replica
-from loadgen.replay.simulation import EngineSample, GatewaySample, Outcome, Settings, Simulation
+from loadgen.replay.simulation import Outcome, Settings, Simulation
 from loadgen.replay.trace import Arrival
 from loadgen.serving.scheduler import Limits
 
@@ -32,14 +33,14 @@ class Scripted:
 
     def __init__(self, pods: float | None = None, external: float | None = None) -> None:
         self.pods, self.external = pods, external
-        self.scrapes: list[tuple[float, list[EngineSample], GatewaySample]] = []
+        self.scrapes: list[Scrape] = []
 
-    def scrape(self, t: float, engines: Sequence[EngineSample], gateway: GatewaySample) -> None:
-        self.scrapes.append((t, list(engines), gateway))
+    def scrape(self, scrape: Scrape) -> None:
+        self.scrapes.append(scrape)
 
     def pods_metric(self, name: str, t: float) -> Mapping[str, float]:
-        engines = self.scrapes[-1][1] if self.scrapes else []
-        return {} if self.pods is None else {e.pod: self.pods for e in engines if e.waiting is not None}
+        engines = self.scrapes[-1].engines if self.scrapes else []
+        return {} if self.pods is None else {e.pod: self.pods for e in engines}
 
     def external_metric(self, name: str, t: float) -> float | None:
         return self.external
@@ -84,7 +85,7 @@ def test_requests_wait_at_the_gateway_for_a_replica_and_each_goes_to_the_least_l
     out = run([Arrival(0.0, 10, 1), Arrival(1.0, 10, 1)], initial=0, policy=Fixed("keda", keda=keda),
               metrics=metrics)  # fmt: skip
     assert all(r.held for r in out.requests)
-    assert [g.held for _, _, g in metrics.scrapes[:2]] == [2, 2]
+    assert [s.gateways[0].queue_size for s in metrics.scrapes[:2]] == [2, 2]
 
 
 def test_a_gateway_hold_is_released_when_the_replica_is_ready() -> None:
@@ -139,10 +140,11 @@ def test_a_loading_pod_is_scraped_for_its_gpu_only() -> None:
     keda = ScaledObject(TRIGGER, min_replica_count=1, max_replica_count=1)
     metrics = Scripted()
     run([Arrival(0.0, 10, 1), Arrival(100.0, 10, 1)], initial=0, policy=Fixed("keda", keda=keda), metrics=metrics)
-    at_45 = next(engines for t, engines, _ in metrics.scrapes if t == 45.0)
-    assert at_45 == [EngineSample("engine-0", 0.0)]  # created at 30 s, loading until 90 s
-    at_90 = next(engines for t, engines, _ in metrics.scrapes if t == 90.0)
-    assert at_90[0].waiting == 0  # ready: its engine's series are there
+    at_45 = next(s for s in metrics.scrapes if s.at == 45.0)
+    # created at 30 s, loading until 90 s: its GPU is on the collector's page, its engine serves none yet
+    assert (list(at_45.engines), list(at_45.gpus)) == ([], [GpuSample("replay", "engine-0", "node-0", 0.0)])
+    at_90 = next(s for s in metrics.scrapes if s.at == 90.0)
+    assert at_90.engines[0].waiting == 0  # ready: its engine's series are there
 
 
 def test_a_replica_taking_quiet_decodes_at_once_gives_every_request_the_times_stepping_gives() -> None:
