@@ -1,5 +1,6 @@
-"""``gpuscale-load``: run a GPU load (``run``), run one and check the collector's metrics follow it (``validate``), or
-load the GPU as a continuously batching inference engine would, with vLLM's metrics (``serve``)."""
+"""``gpuscale-load``: run a GPU load (``run``), run one and check the collector's metrics follow it (``validate``),
+load the GPU as a continuously batching inference engine would, with vLLM's metrics (``serve``), or replay an
+arrival trace through autoscaling policies in virtual time and compare what each costs and serves (``replay``)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,8 @@ from common.flags import package_version, plain
 
 from .duty_file import DutyFile
 from .errors import LoadError
+from .replay import __doc__ as replay_doc
+from .replay import flags as replay_flags
 from .runner import LoadSpec, run_load
 from .serving import __doc__ as serving_doc
 from .serving import settings as serving
@@ -72,8 +75,15 @@ def main(argv: Sequence[str] | None = None) -> None:
     batching = sub.add_parser("serve", help="a continuously batching inference engine's load, with vLLM's /metrics",
                               description=plain(serving_doc))  # fmt: skip
     serving.add_serve_arguments(batching)
+    replaying = sub.add_parser("replay", help="autoscaling policies over an arrival trace, against the clairvoyant "
+                               "bound", description=plain(replay_doc))  # fmt: skip
+    replay_flags.add_replay_arguments(replaying)
     args = parser.parse_args(argv)
     try:
+        if args.command == "replay":
+            from .replay.main import replay_command  # the simulation's modules, only for the command that runs it
+
+            sys.exit(replay_command(replay_flags.spec_from(args), args))
         if args.command == "serve":
             from .serving.run import serve  # the server's libraries, only for the command that serves
 

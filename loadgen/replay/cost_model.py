@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import bisect
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -64,11 +64,19 @@ class CostModel:
     decode_attention: Table  # total context tokens of the decoding requests -> seconds
     prefill_fixed: float  # seconds, once a step that computes prompts
     prefill_per_square: float  # seconds per prompt token squared
+    measured: Model = Model(1.0, 1)  # the model the profile measured, which the scales are relative to
+    gpu_memory_bytes: int = 0  # the profile's GPU's
     linear_scale: float = 1.0
     attention_scale: float = 1.0
     source: str = ""  # the profile's GPU and date, for the report
     # the linear part by tokens: a replay asks for the same few hundred batch sizes millions of times
     _linear: dict[int, float] = field(default_factory=dict, compare=False, repr=False)
+
+    def sized(self, model: Model) -> CostModel:
+        """The same GPU serving ``model``: the linear layers scaled by its parameters, attention by its KV bytes."""
+        linear = model.parameters / self.measured.parameters
+        attention = model.kv_bytes_per_token / self.measured.kv_bytes_per_token
+        return replace(self, linear_scale=linear, attention_scale=attention, _linear={})
 
     def step_seconds(self, tokens: int, decode_context: int, prompt_squares: int) -> float:
         """A step of ``tokens`` tokens in all, whose decoding requests hold ``decode_context`` tokens of KV between
@@ -115,18 +123,18 @@ def _cost_model(data: Any, name: str, model: Model | None) -> CostModel:
     fixed = prefill[0][1]
     fit = [(p * p, s - fixed) for p, s in prefill if p >= FIT_FROM]
     per_square = sum(x * y for x, y in fit) / sum(x * x for x, _ in fit)  # least squares through the origin
-    if model is None:
-        model = Model(float(linear["parameters"]), kv_bytes)
+    measured = Model(float(linear["parameters"]), kv_bytes)
     machine = data["machine"]
-    return CostModel(
+    cost = CostModel(
         linear=_table({int(t): float(s) for t, s in linear["seconds"].items()}),
         decode_attention=_table({total: sorted(s)[len(s) // 2] for total, s in totals.items()}),
         prefill_fixed=fixed,
         prefill_per_square=per_square,
-        linear_scale=model.parameters / float(linear["parameters"]),
-        attention_scale=model.kv_bytes_per_token / kv_bytes,
+        measured=measured,
+        gpu_memory_bytes=int(machine["gpu_memory_bytes"]),
         source=f"{machine['gpu']}, {machine['date']} ({name})",
     )
+    return cost if model is None else cost.sized(model)
 
 
 def _table(points: dict[int, float]) -> Table:

@@ -1,0 +1,145 @@
+"""A replay of one trace: the clairvoyant bound first, then every policy over the same arrivals, two at a time on
+two cores; a row for each with what the table, the JSON and the picture show."""
+
+from __future__ import annotations
+
+import math
+import os
+import sys
+from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from typing import TextIO
+
+from .bound import Bound, clairvoyant, fluid_floor, met
+from .cost_model import CostModel
+from .policies import Policy, static_policy, with_max_replicas
+from .served import ServedMetrics
+from .simulation import NAMESPACE, Outcome, Settings, Simulation, Timeline
+from .trace import Arrival
+
+
+@dataclass(frozen=True)
+class ReplaySpec:
+    arrivals: tuple[Arrival, ...]
+    source: str  # where the arrivals come from, for the report
+    settings: Settings
+    cost: CostModel
+    policies: tuple[Policy, ...]
+    attainment: float = 0.99  # the share of requests the objective asks within the TTFT objective
+    max_replicas: int = 64
+    workers: int = field(default_factory=lambda: min(2, os.cpu_count() or 1))
+
+
+@dataclass(frozen=True)
+class Row:
+    policy: str
+    recommended_by: str
+    gpu_seconds: float
+    bound_gpu_seconds: float
+    slo_attainment: float
+    ttft_p50_seconds: float | None
+    ttft_p90_seconds: float | None
+    ttft_p99_seconds: float | None
+    requests: int
+    served: int
+    waited_for_cold_start: int
+    requests_cut: int
+    scale_events: int
+    peak_replicas: int
+    timeline: Timeline
+
+    @property
+    def ratio(self) -> float:
+        return self.gpu_seconds / self.bound_gpu_seconds if self.bound_gpu_seconds else math.inf
+
+
+@dataclass(frozen=True)
+class Report:
+    spec: ReplaySpec
+    bound: Row
+    bound_per_replica: float
+    fluid_floor: float
+    rows: tuple[Row, ...]
+
+    def best(self) -> tuple[Policy, Row] | None:
+        """The policy with the fewest GPU-seconds among those that meet the objective."""
+        met_rows = [(p, r) for p, r in zip(self.spec.policies, self.rows, strict=True)
+                    if r.slo_attainment >= self.spec.attainment]  # fmt: skip
+        return min(met_rows, key=lambda pr: pr[1].gpu_seconds) if met_rows else None
+
+
+def row(policy: str, recommended_by: str, out: Outcome, settings: Settings, bound_gpu_seconds: float) -> Row:
+    ttfts = sorted(r.first_token - r.arrival for r in out.requests if r.first_token is not None)
+
+    def quantile(q: float) -> float | None:
+        # a request without a first token is slower than any that had one
+        n = len(out.requests)
+        i = math.ceil(q * n) - 1
+        return ttfts[i] if 0 <= i < len(ttfts) else (None if not n else math.inf)
+
+    return Row(
+        policy=policy,
+        recommended_by=recommended_by,
+        gpu_seconds=out.gpu_seconds,
+        bound_gpu_seconds=bound_gpu_seconds,
+        slo_attainment=met(out, settings),
+        ttft_p50_seconds=quantile(0.5),
+        ttft_p90_seconds=quantile(0.9),
+        ttft_p99_seconds=quantile(0.99),
+        requests=len(out.requests),
+        served=sum(1 for r in out.requests if r.finished is not None),
+        waited_for_cold_start=sum(1 for r in out.requests if r.held),
+        requests_cut=sum(1 for r in out.requests if r.cut),
+        scale_events=out.scale_events,
+        peak_replicas=out.peak_replicas,
+        timeline=out.timeline,
+    )
+
+
+def _run_policy(spec: ReplaySpec, policy: Policy, initial: int, bound_gpu_seconds: float) -> Row:
+    def progress(t: float) -> None:
+        end = spec.arrivals[-1].at if spec.arrivals else 0.0
+        print(f"replay: {policy.name}: {t / 60:.0f} of {end / 60:.0f} minutes", file=sys.stderr, flush=True)
+
+    sim = Simulation(spec.arrivals, policy, spec.settings, spec.cost, ServedMetrics(NAMESPACE), initial,
+                     progress=progress)  # fmt: skip
+    return row(policy.name, policy.recommended_by, sim.run(), spec.settings, bound_gpu_seconds)
+
+
+def _initial(policy: Policy, start: int) -> int:
+    """The replicas a policy holds at the trace's start: what the bound starts with, within the policy's bounds."""
+    if policy.static_replicas is not None:
+        return policy.static_replicas
+    if policy.hpa is not None:
+        return max(policy.hpa.min_replicas, min(policy.hpa.max_replicas, start))
+    assert policy.keda is not None
+    return max(policy.keda.min_replica_count, min(policy.keda.max_replica_count, start))
+
+
+def replay(spec: ReplaySpec, out: TextIO = sys.stderr) -> Report:
+    """The bound, then each policy of ``spec`` and static peak provisioning (the bound's peak, all the time)."""
+
+    def say(line: str) -> None:
+        print(f"replay: {line}", file=out, flush=True)
+
+    say(f"{len(spec.arrivals):,} requests over {spec.arrivals[-1].at / 60:.0f} minutes from {spec.source}")
+    bound: Bound = clairvoyant(spec.arrivals, spec.settings, spec.cost, lambda: ServedMetrics(NAMESPACE),
+                               spec.attainment, progress=say)  # fmt: skip
+    bound_seconds = bound.outcome.gpu_seconds
+    bound_row = row("clairvoyant bound", "knows every arrival in advance", bound.outcome, spec.settings,
+                    bound_seconds)  # fmt: skip
+    start = bound.schedule[0][1] if bound.schedule else 1
+    peak = max((n for _, n in bound.schedule), default=1)
+    policies = (*(with_max_replicas(p, spec.max_replicas) for p in spec.policies), static_policy(peak))
+    spec = ReplaySpec(spec.arrivals, spec.source, spec.settings, spec.cost, policies, spec.attainment,
+                      spec.max_replicas, spec.workers)  # fmt: skip
+    jobs: Sequence[tuple[Policy, int]] = [(p, _initial(p, start)) for p in policies]
+    if spec.workers > 1:
+        with ProcessPoolExecutor(spec.workers) as pool:
+            futures = [pool.submit(_run_policy, spec, p, n, bound_seconds) for p, n in jobs]
+            rows = tuple(f.result() for f in futures)
+    else:
+        rows = tuple(_run_policy(spec, p, n, bound_seconds) for p, n in jobs)
+    floor = fluid_floor(spec.arrivals, spec.cost, spec.settings.limits.max_batch)
+    return Report(spec, bound_row, bound.per_replica, floor, rows)
