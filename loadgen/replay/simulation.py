@@ -142,6 +142,10 @@ class Simulation:
             self._hpa = HpaController(policy.hpa, settings.controller)
         elif policy.keda is not None:
             self._keda = KedaLoop(policy.keda)
+            if initial_replicas:
+                # the workload served until the trace began: KEDA's cooldown counts from there, not from a
+                # ScaledObject made at the start whose first poll, with no metric history yet, would take it to zero
+                self._keda.last_active = 0.0
             self._hpa = HpaController(policy.keda.hpa_spec(), settings.controller)
         for _ in range(initial_replicas):
             replica = self._create(-settings.cold_start)

@@ -172,3 +172,11 @@ def test_a_replica_taking_quiet_decodes_at_once_gives_every_request_the_times_st
     assert fast_counters.generated == slow_counters.generated
     assert fast_counters.ttft_sum == pytest.approx(slow_counters.ttft_sum)
     assert any(p for _, _, p in slow)  # the KV cache ran out on the way: preemptions were part of it
+
+
+def test_a_scaled_object_starting_with_replicas_cools_down_from_the_start_not_before_it() -> None:
+    # no trigger has a value (no metric history yet): inactive from the first poll; the replicas the replay starts
+    # with served until the trace began, so KEDA takes them to zero only after its cooldown (300 s), at a poll
+    keda = ScaledObject(TRIGGER, min_replica_count=0, max_replica_count=2, cooldown_period=300.0)
+    out = run([Arrival(0.0, 10, 1), Arrival(1000.0, 10, 1)], initial=1, policy=Fixed("keda", keda=keda))
+    assert out.replicas[0].deleted == 330.0  # the first poll after 300 s (KEDA's comparison is strict)
