@@ -69,7 +69,7 @@ class Replica:
     @property
     def load(self) -> int:
         """What the gateway balances on: the requests the engine holds."""
-        return self.scheduler.waiting + self.scheduler.running
+        return self.scheduler.held
 
     @property
     def kv_usage(self) -> float:

@@ -126,7 +126,9 @@ class Simulation:
         self.metrics = metrics
         self.progress = progress
         self.trace_end = arrivals[-1].at if arrivals else 0.0
-        self.replicas: list[Replica] = []
+        self.replicas: list[Replica] = []  # every pod ever made, by index
+        self._live: list[Replica] = []  # those not known to be gone (pruned at each scrape)
+        self._ready: list[Replica] = []  # the gateway's endpoints, oldest first
         self.requests: list[ReplayRequest] = []
         self.held: list[ReplayRequest] = []  # at the gateway, in arrival order
         self.gateway_requests = 0
@@ -150,12 +152,13 @@ class Simulation:
         for _ in range(initial_replicas):
             replica = self._create(-settings.cold_start)
             replica.became_ready()
+            self._ready.append(replica)
         self.peak = initial_replicas
 
     @property
     def desired(self) -> int:
         """The Deployment's replicas: its pods not deleted."""
-        return sum(1 for r in self.replicas if r.deleted is None)
+        return sum(1 for r in self._live if r.deleted is None)
 
     def run(self) -> Outcome:
         s = self.settings
@@ -184,7 +187,7 @@ class Simulation:
             if self.progress is not None and t - last_report >= 60:
                 last_report = t
                 self.progress(t)
-        for replica in self.replicas:
+        for replica in self._live:
             replica.advance_to(min(t, stop))
         return Outcome(self.policy.name, self.requests, self.replicas, self.trace_end, self.scale_events, self.peak,
                        self.timeline)  # fmt: skip
@@ -202,6 +205,7 @@ class Simulation:
             replica = self.replicas[index]
             if replica.phase is Phase.LOADING:
                 replica.became_ready()
+                self._ready.append(replica)
                 held, self.held = self.held, []
                 for request in held:
                     self._route(request, t)
@@ -235,11 +239,12 @@ class Simulation:
 
     def _route(self, request: ReplayRequest, t: float) -> None:
         best: Replica | None = None
-        for replica in self.replicas:
-            if replica.phase is Phase.READY:
-                replica.advance_to(t)
-                if best is None or replica.load < best.load:
-                    best = replica
+        least = 0
+        for replica in self._ready:
+            replica.advance_to(t)
+            load = replica.load
+            if best is None or load < least:
+                best, least = replica, load
         if best is None:
             request.held = True
             self.held.append(request)
@@ -247,14 +252,14 @@ class Simulation:
             best.add(request, t)
 
     def _serving(self) -> list[Replica]:
-        return [r for r in self.replicas if r.phase in (Phase.READY, Phase.DRAINING)]
+        return [r for r in self._live if r.phase in (Phase.READY, Phase.DRAINING)]
 
     def _scrape(self, t: float) -> None:
         engines, gpus = [], []
-        for replica in self.replicas:
+        for replica in self._live:
             replica.advance_to(t)
-            if replica.gone is not None:
-                continue
+        self._live = [r for r in self._live if r.gone is None]
+        for replica in self._live:
             node = f"node-{replica.index}"
             gpus.append(GpuSample(NAMESPACE, replica.name, node, 100 * replica.busy_share(t)))
             if replica.phase is Phase.LOADING:
@@ -269,7 +274,7 @@ class Simulation:
         arrived = self.gateway_requests - sum(tl.arrivals)
         tl.t.append(t)
         tl.replicas.append(self.desired)
-        tl.ready.append(sum(1 for r in self.replicas if r.phase is Phase.READY))
+        tl.ready.append(len(self._ready))
         tl.arrivals.append(arrived)
 
     def _external_values(self, t: float) -> dict[str, float]:
@@ -285,7 +290,7 @@ class Simulation:
 
     def _trigger_value(self, metric: str, t: float) -> float | None:
         if metric in PODS_METRICS:
-            names = {r.name for r in self.replicas if r.deleted is None}
+            names = {r.name for r in self._live if r.deleted is None}
             values = [v for pod, v in self.metrics.pods_metric(metric, t).items() if pod in names]
             return sum(values) if values else None
         return self.metrics.external_metric(metric, t)
@@ -293,7 +298,7 @@ class Simulation:
     def _observe(self, t: float) -> Observation:
         assert self._hpa is not None
         spec = self._hpa.spec
-        members = [r for r in self.replicas if r.deleted is None]
+        members = [r for r in self._live if r.deleted is None]
         names = {r.name for r in members}
         pods = tuple(Pod(r.name, "Running", r.phase is Phase.READY) for r in members)
         pod_metrics: dict[str, dict[str, float]] = {}
@@ -319,12 +324,14 @@ class Simulation:
                 self._create(t)
             self.peak = max(self.peak, replicas)
             return
-        members = [r for r in self.replicas if r.deleted is None]
+        members = [r for r in self._live if r.deleted is None]
         # a ReplicaSet deletes pods not ready before ready ones, and among each the newest (the most recently
         # created, or made ready) first
         members.sort(key=lambda r: (r.phase is Phase.READY, -r.ready_at))
         for replica in members[: current - replicas]:
             replica.advance_to(t)
+            if replica.phase is Phase.READY:
+                self._ready.remove(replica)
             replica.delete(t)
             if replica.phase is not Phase.GONE:
                 self._push(t + self.settings.grace, DEADLINE, replica.index)
@@ -332,6 +339,7 @@ class Simulation:
     def _create(self, t: float) -> Replica:
         replica = Replica(len(self.replicas), t, self.settings.cold_start, self.settings.limits, self.cost)
         self.replicas.append(replica)
+        self._live.append(replica)
         if t >= 0:
             self._push(replica.ready_at, READY, replica.index)
         return replica

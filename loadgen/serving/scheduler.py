@@ -77,6 +77,11 @@ class Scheduler:
         return len(self._running)
 
     @property
+    def held(self) -> int:
+        """Requests waiting and running."""
+        return len(self._waiting) + len(self._running)
+
+    @property
     def idle(self) -> bool:
         return not self._waiting and not self._running
 
