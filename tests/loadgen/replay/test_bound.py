@@ -2,13 +2,12 @@
 
 import pytest
 
+from harness.replay import FLAT, Scripted
 from loadgen.replay.bound import clairvoyant, fill_valleys, fluid_floor, met, needs, schedule
 from loadgen.replay.cost_model import CostModel, Table
 from loadgen.replay.simulation import Settings
 from loadgen.replay.trace import Arrival
 from loadgen.serving.scheduler import Limits
-
-from .test_simulation import FLAT, Scripted
 
 
 def test_each_bin_needs_the_replicas_for_the_busiest_of_it_and_its_neighbours() -> None:

@@ -2,23 +2,21 @@
 from the scheduler's rules (loadgen/serving/scheduler.py) and the lifecycle's."""
 
 import random
-from collections.abc import Mapping
 from dataclasses import dataclass
 
 import pytest
 
+from harness.replay import FLAT, STEP, Scripted
 from loadgen.autoscaling import Behavior, HpaSpec, MetricSpec, ScaledObject, ScalingRules, Trigger
-from loadgen.replay.cost_model import CostModel, Table, load_profile
-from loadgen.replay.pipeline import GpuSample, Scrape
+from loadgen.replay.cost_model import load_profile
+from loadgen.replay.pipeline import GpuSample
 from loadgen.replay.replica import Phase, ReplayRequest, Replica
 from loadgen.replay.simulation import Outcome, Settings, Simulation
 from loadgen.replay.trace import Arrival
 from loadgen.serving.scheduler import Limits
 
-STEP = 0.01
 TRIGGER = (Trigger("inference_demand", 5.0),)  # no value is served in these tests: never active
 AT_ONCE = Behavior(scale_down=ScalingRules(stabilization_window_seconds=0))  # no 300 s window before scaling down
-FLAT = CostModel(Table((1.0, 8192.0), (STEP, STEP)), Table((1.0, 2.0), (0.0, 0.0)), 0.0, 0.0)
 
 
 @dataclass(frozen=True)
@@ -26,24 +24,6 @@ class Fixed:
     name: str = "fixed"
     hpa: HpaSpec | None = None
     keda: ScaledObject | None = None
-
-
-class Scripted:
-    """What the adapter serves, set by the test: every pod's value of a Pods metric, a namespace's external value."""
-
-    def __init__(self, pods: float | None = None, external: float | None = None) -> None:
-        self.pods, self.external = pods, external
-        self.scrapes: list[Scrape] = []
-
-    def scrape(self, scrape: Scrape) -> None:
-        self.scrapes.append(scrape)
-
-    def pods_metric(self, name: str, t: float) -> Mapping[str, float]:
-        engines = self.scrapes[-1].engines if self.scrapes else []
-        return {} if self.pods is None else {e.pod: self.pods for e in engines}
-
-    def external_metric(self, name: str, t: float) -> float | None:
-        return self.external
 
 
 def run(arrivals: list[Arrival], initial: int = 1, policy: Fixed | None = None, metrics: Scripted | None = None,
