@@ -10,9 +10,9 @@ The schedule is built from the arrivals alone, for a number ``q`` of requests pe
 3. pods are created a cold start before the bin that needs them and deleted when no bin within a cold start needs
    them: the Deployment holds, at time t, the most any bin in ``[t, t + cold_start]`` needs.
 
-``q`` is then searched by bisection (on its logarithm) for the largest that meets the objective in a replay of the
-schedule: the same simulation, replicas, gateway and lifecycle as the policies', only the autoscaler replaced by the
-schedule. The bound is that schedule's GPU-seconds. It is a schedule that exists, so the best possible is at or below
+``q`` is then searched (``clairvoyant``) for the largest that meets the objective in a replay of the schedule: the
+same simulation, replicas, gateway and lifecycle as the policies', only the autoscaler replaced by the schedule. The
+bound is that schedule's GPU-seconds. It is a schedule that exists, so the best possible is at or below
 it; how far below is not known. ``fluid_floor`` is a floor no schedule can beat: the GPU time of the work alone,
 every replica always at its most efficient batch, with no cold start, no idle time and no latency objective.
 """
@@ -28,8 +28,8 @@ from .simulation import Metrics, Outcome, Settings, Simulation
 from .trace import Arrival
 
 INTERVAL = 10.0  # seconds: the schedule's bins
-LOWEST, HIGHEST = 0.02, 50.0  # requests per second per replica the search starts between
-STEPS = 9  # bisections: the ratio of the bracket's ends shrinks to 2500 ** (1 / 2 ** 9), about 1.5 %
+LOWEST, HIGHEST = 0.001, 50.0  # requests per second per replica: the search stays within
+ROUNDS = 5  # the bracket's ends, 16 apart, come to 16 ** (1 / 3 ** 5) apart: 1.1 %
 
 
 @dataclass(frozen=True)
@@ -88,42 +88,80 @@ def schedule(need: Sequence[int], interval: float, cold_start: float) -> list[tu
     return steps
 
 
+def plan(arrivals: Sequence[Arrival], cold_start: float, per_replica: float) -> list[tuple[float, int]]:
+    """The schedule of the family above for ``per_replica`` requests a second a replica."""
+    span = math.ceil(cold_start / INTERVAL)
+    return schedule(fill_valleys(needs(arrivals, per_replica), span), INTERVAL, cold_start)
+
+
+def replay_plan(
+    arrivals: Sequence[Arrival], settings: Settings, cost: CostModel, metrics: Metrics, per_replica: float
+) -> Outcome:
+    """The schedule for ``per_replica`` replayed: the replicas its first step holds at the start, then its steps."""
+    steps = plan(arrivals, settings.cold_start, per_replica)
+    initial = steps[0][1] if steps else 1
+    return Simulation(arrivals, NoAutoscaler(), settings, cost, metrics, initial, schedule=steps[1:]).run()
+
+
+Evaluate = Callable[[Sequence[float]], list[Outcome]]
+
+
 def clairvoyant(
     arrivals: Sequence[Arrival],
     settings: Settings,
     cost: CostModel,
-    metrics: Callable[[], Metrics],
+    evaluate: Evaluate,
     attainment: float,
     progress: Callable[[str], None] | None = None,
 ) -> Bound:
-    """The cheapest schedule of the family above meeting ``attainment`` (0-1) within ``settings.ttft_objective``."""
-    span = math.ceil(settings.cold_start / INTERVAL)
+    """The cheapest schedule of the family above meeting ``attainment`` (0-1) within ``settings.ttft_objective``.
+
+    ``evaluate`` replays the plans of several ``per_replica`` values (``replay_plan``), two at once on two cores.
+    The search starts from the fluid floor's rate, requests over the floor's GPU-seconds: no replica serves more, so
+    it is the top of the bracket; the bottom is a sixteenth of it (made lower while it fails). Each round replays
+    the two points that cut the bracket's logarithm in three and keeps the third that holds the boundary between
+    meeting the objective and not.
+    """
     tries = 0
+    best: tuple[Outcome, float] | None = None
 
-    def attempt(q: float) -> tuple[Outcome, list[tuple[float, int]]]:
-        nonlocal tries
-        tries += 1
-        steps = schedule(fill_valleys(needs(arrivals, q), span), INTERVAL, settings.cold_start)
-        initial = steps[0][1] if steps else 1
-        sim = Simulation(arrivals, NoAutoscaler(), settings, cost, metrics(), initial, schedule=steps[1:])
-        out = sim.run()
-        if progress is not None:
-            progress(f"bound: {q:.3f} requests/s a replica: {met(out, settings):.4f} within the objective, "
-                     f"{out.gpu_seconds:,.0f} GPU-seconds")  # fmt: skip
-        return out, steps
+    def attempt(qs: Sequence[float]) -> list[bool]:
+        nonlocal tries, best
+        tries += len(qs)
+        outcomes = evaluate(qs)
+        ok = []
+        for q, out in zip(qs, outcomes, strict=True):
+            share = met(out, settings)
+            ok.append(share >= attainment)
+            if ok[-1] and (best is None or out.gpu_seconds < best[0].gpu_seconds):
+                best = (out, q)
+            if progress is not None:
+                progress(f"bound: {q:.3f} requests/s a replica: {share:.4f} within the objective, "
+                         f"{out.gpu_seconds:,.0f} GPU-seconds")  # fmt: skip
+        return ok
 
-    lo, hi = math.log(LOWEST), math.log(HIGHEST)
-    best = attempt(LOWEST)
-    best_q = LOWEST
-    for _ in range(STEPS):
-        mid = (lo + hi) / 2
-        out, steps = attempt(math.exp(mid))
-        if met(out, settings) >= attainment:
-            lo, best, best_q = mid, (out, steps), math.exp(mid)
+    floor = fluid_floor(arrivals, cost, settings.limits.max_batch)
+    duration = max(arrivals[-1].at, INTERVAL) if arrivals else INTERVAL
+    top = len(arrivals) / max(floor, 1e-9) if arrivals else HIGHEST
+    hi = math.log(max(top, LOWEST))
+    lo = hi - math.log(16)
+    while not attempt([math.exp(lo)])[0] and lo > math.log(LOWEST) and len(arrivals) / duration > 0:
+        hi, lo = lo, lo - math.log(16)
+    for _ in range(ROUNDS):
+        third = (hi - lo) / 3
+        first, second = lo + third, lo + 2 * third
+        ok_first, ok_second = attempt([math.exp(first), math.exp(second)])
+        if ok_second:
+            lo = second
+        elif ok_first:
+            lo, hi = first, second
         else:
-            hi = mid
-    out, steps = best
-    return Bound(out, best_q, tuple(steps), tries)
+            hi = first
+    if best is None:  # not even the lowest rate met it: the most replicas tried
+        out = evaluate([LOWEST])[0]
+        best = (out, LOWEST)
+    out, q = best
+    return Bound(out, q, tuple(plan(arrivals, settings.cold_start, q)), tries)
 
 
 def met(out: Outcome, settings: Settings) -> float:

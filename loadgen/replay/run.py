@@ -3,15 +3,16 @@ two cores; a row for each with what the table, the JSON and the picture show."""
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import sys
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TextIO
 
-from .bound import Bound, clairvoyant, fluid_floor, met
+from .bound import Bound, clairvoyant, fluid_floor, met, replay_plan
 from .cost_model import CostModel
 from .policies import Policy, static_policy, with_max_replicas
 from .served import ServedMetrics
@@ -107,6 +108,10 @@ def _run_policy(spec: ReplaySpec, policy: Policy, initial: int, bound_gpu_second
     return row(policy.name, policy.recommended_by, sim.run(), spec.settings, bound_gpu_seconds)
 
 
+def _plan_outcome(spec: ReplaySpec, per_replica: float) -> Outcome:
+    return replay_plan(spec.arrivals, spec.settings, spec.cost, ServedMetrics(NAMESPACE), per_replica)
+
+
 def _initial(policy: Policy, start: int) -> int:
     """The replicas a policy holds at the trace's start: what the bound starts with, within the policy's bounds."""
     if policy.static_replicas is not None:
@@ -124,22 +129,26 @@ def replay(spec: ReplaySpec, out: TextIO = sys.stderr) -> Report:
         print(f"replay: {line}", file=out, flush=True)
 
     say(f"{len(spec.arrivals):,} requests over {spec.arrivals[-1].at / 60:.0f} minutes from {spec.source}")
-    bound: Bound = clairvoyant(spec.arrivals, spec.settings, spec.cost, lambda: ServedMetrics(NAMESPACE),
-                               spec.attainment, progress=say)  # fmt: skip
-    bound_seconds = bound.outcome.gpu_seconds
-    bound_row = row("clairvoyant bound", "knows every arrival in advance", bound.outcome, spec.settings,
-                    bound_seconds)  # fmt: skip
-    start = bound.schedule[0][1] if bound.schedule else 1
-    peak = max((n for _, n in bound.schedule), default=1)
-    policies = (*(with_max_replicas(p, spec.max_replicas) for p in spec.policies), static_policy(peak))
-    spec = ReplaySpec(spec.arrivals, spec.source, spec.settings, spec.cost, policies, spec.attainment,
-                      spec.max_replicas, spec.workers)  # fmt: skip
-    jobs: Sequence[tuple[Policy, int]] = [(p, _initial(p, start)) for p in policies]
-    if spec.workers > 1:
-        with ProcessPoolExecutor(spec.workers) as pool:
+    with ProcessPoolExecutor(spec.workers) if spec.workers > 1 else contextlib.nullcontext() as pool:
+
+        def evaluate(qs: Sequence[float]) -> list[Outcome]:
+            if pool is None:
+                return [_plan_outcome(spec, q) for q in qs]
+            return list(pool.map(_plan_outcome, [spec] * len(qs), qs))
+
+        bound: Bound = clairvoyant(spec.arrivals, spec.settings, spec.cost, evaluate, spec.attainment, progress=say)
+        bound_seconds = bound.outcome.gpu_seconds
+        bound_row = row("clairvoyant bound", "knows every arrival in advance", bound.outcome, spec.settings,
+                        bound_seconds)  # fmt: skip
+        start = bound.schedule[0][1] if bound.schedule else 1
+        peak = max((n for _, n in bound.schedule), default=1)
+        policies = (*(with_max_replicas(p, spec.max_replicas) for p in spec.policies), static_policy(peak))
+        spec = replace(spec, policies=policies)
+        jobs = [(p, _initial(p, start)) for p in policies]
+        if pool is None:
+            rows = tuple(_run_policy(spec, p, n, bound_seconds) for p, n in jobs)
+        else:
             futures = [pool.submit(_run_policy, spec, p, n, bound_seconds) for p, n in jobs]
             rows = tuple(f.result() for f in futures)
-    else:
-        rows = tuple(_run_policy(spec, p, n, bound_seconds) for p, n in jobs)
     floor = fluid_floor(spec.arrivals, spec.cost, spec.settings.limits.max_batch)
     return Report(spec, bound_row, bound.per_replica, floor, rows)

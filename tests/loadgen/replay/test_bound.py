@@ -1,11 +1,15 @@
 """The clairvoyant bound's schedule on arrivals counted by hand, and its search on a trace one replica serves."""
 
+import itertools
+from collections.abc import Sequence
+
 import pytest
 
 from harness.replay import FLAT, Scripted
-from loadgen.replay.bound import clairvoyant, fill_valleys, fluid_floor, met, needs, schedule
+from loadgen.replay.bound import Bound, clairvoyant, fill_valleys, fluid_floor, met, needs, replay_plan, schedule
 from loadgen.replay.cost_model import CostModel, Table
-from loadgen.replay.simulation import Settings
+from loadgen.replay.replica import ReplayRequest, Replica
+from loadgen.replay.simulation import Outcome, Settings, Timeline
 from loadgen.replay.trace import Arrival
 from loadgen.serving.scheduler import Limits
 
@@ -34,10 +38,17 @@ def test_the_fluid_floor_counts_each_token_at_its_cheapest() -> None:
     assert floor == pytest.approx(100 * 0.01 / 8192 + 1e-6 * 100**2 + 9 * 0.01 / 10)
 
 
+def search(arrivals: list[Arrival], settings: Settings) -> Bound:
+    def evaluate(qs: Sequence[float]) -> list[Outcome]:
+        return [replay_plan(arrivals, settings, FLAT, Scripted(), q) for q in qs]
+
+    return clairvoyant(arrivals, settings, FLAT, evaluate, attainment=0.99)
+
+
 def test_the_bound_keeps_one_replica_for_a_trace_one_replica_serves() -> None:
     arrivals = [Arrival(float(i), 10, 5) for i in range(100)]  # one a second, 60 ms of steps each
     settings = Settings(limits=Limits(max_batch=8, kv_tokens=1000, max_step_tokens=1000), cold_start=30.0)
-    bound = clairvoyant(arrivals, settings, FLAT, Scripted, attainment=0.99)
+    bound = search(arrivals, settings)
     assert bound.schedule[0] == (0.0, 1)
     assert set(n for _, n in bound.schedule) == {1}
     assert bound.outcome.gpu_seconds == pytest.approx(99.0)  # the one replica, from the start to the last arrival
@@ -50,8 +61,37 @@ def test_the_bound_adds_replicas_a_cold_start_ahead_of_a_burst() -> None:
     arrivals = sorted([Arrival(float(i), 10, 5) for i in range(200)] + [Arrival(100 + i / 600, 900, 5) for i in
                                                                        range(600)], key=lambda a: a.at)  # fmt: skip
     settings = Settings(limits=Limits(max_batch=8, kv_tokens=10000, max_step_tokens=1000), cold_start=30.0)
-    bound = clairvoyant(arrivals, settings, FLAT, Scripted, attainment=0.99)
+    bound = search(arrivals, settings)
     assert met(bound.outcome, settings) >= 0.99
     peak_at = [t for t, n in bound.schedule if n == max(n for _, n in bound.schedule)]
     assert peak_at[0] <= 100 - 30  # started a cold start before the burst
     assert max(n for _, n in bound.schedule) > 1
+
+
+def test_the_search_finds_the_largest_rate_a_replica_may_be_given_within_its_precision() -> None:
+    """Replays stood in for: the objective is met up to 3 requests/s a replica, and fewer GPU-seconds the more a
+    replica is given; the search's bracket closes to 1.1 % below 3."""
+    settings = Settings()
+    arrivals = [Arrival(float(i), 10, 5) for i in range(100)]
+
+    def outcome(q: float) -> Outcome:
+        replica = Replica(0, 0.0, 0.0, settings.limits, FLAT)
+        replica.gone = 100.0 / q
+        requests = [ReplayRequest(i, 0.0, 1, 1, first_token=0.0 if q <= 3.0 else 10.0) for i in range(100)]
+        return Outcome("plan", requests, [replica], 1000.0, 0, 1, Timeline())
+
+    asked: list[float] = []
+
+    def evaluate(qs: Sequence[float]) -> list[Outcome]:
+        asked.extend(qs)
+        return [outcome(q) for q in qs]
+
+    bound = clairvoyant(arrivals, settings, FLAT, evaluate, attainment=0.99)
+    assert 3.0 / 1.011 <= bound.per_replica <= 3.0
+    assert bound.outcome.gpu_seconds == pytest.approx(100.0 / bound.per_replica)
+    # the bracket's bottom, a sixteenth of the fluid floor's rate, fails and is made 16 times lower until one
+    # meets the objective; then five rounds of two
+    bottoms = asked[: len(asked) - 10]
+    assert all(b / a == pytest.approx(1 / 16) for a, b in itertools.pairwise(bottoms))
+    assert [q <= 3.0 for q in bottoms] == [False] * (len(bottoms) - 1) + [True]
+    assert bound.tries == len(asked)
