@@ -62,6 +62,13 @@ def add_replay_arguments(parser: argparse.ArgumentParser) -> None:
     add("--sync-period", type=above_zero, default=D.controller.sync_period, metavar="SECONDS",
         help=f"the HPA controller's sync period (default {D.controller.sync_period:g})")  # fmt: skip
     add("--max-replicas", type=at_least(1, int), default=64, help="every policy's replica cap (default 64)")
+    add(
+        "--min-replicas",
+        type=at_least(0, int),
+        default=0,
+        metavar="N",
+        help="a floor of N replicas for every autoscaled policy besides its own: what a minimum buys (default 0)",
+    )
     add("--profile", type=Path, metavar="FILE",
         help="step costs measured by bench/replay_calibration.py (default: the H100's, shipped)")  # fmt: skip
     add("--model-params", type=above_zero, metavar="BILLIONS",
@@ -112,7 +119,10 @@ def spec_from(args: argparse.Namespace) -> ReplaySpec:
     policies = tuple(known[n] for n in names) if names else POLICIES
     settings = Settings(args.cold_start, args.grace, args.scrape_interval, args.ttft_objective, limits,
                         replace(ControllerConfig(), sync_period=args.sync_period))  # fmt: skip
-    spec = ReplaySpec(fitting, source, settings, cost, policies, args.slo_attainment, args.max_replicas)
+    if args.min_replicas > args.max_replicas:
+        raise LoadError(f"--min-replicas {args.min_replicas} is above --max-replicas {args.max_replicas}")
+    spec = ReplaySpec(fitting, source, settings, cost, policies, args.slo_attainment, args.max_replicas,
+                      args.min_replicas)  # fmt: skip
     return replace(spec, workers=args.workers) if args.workers else spec
 
 

@@ -163,6 +163,21 @@ def with_max_replicas(policy: Policy, max_replicas: int) -> Policy:
     return policy
 
 
+def with_min_replicas(policy: Policy, min_replicas: int) -> Policy:
+    """The policy holding at least ``min_replicas`` (a floor: minReplicas, minReplicaCount), named so in its name; a
+    static policy, or one whose floor is already that high, is returned as it is."""
+    if policy.hpa is not None and policy.hpa.min_replicas < min_replicas:
+        hpa = dataclasses.replace(policy.hpa, min_replicas=min_replicas)
+        return dataclasses.replace(policy, name=f"{policy.name}, min {min_replicas}", hpa=hpa)
+    if policy.keda is not None and policy.keda.min_replica_count < min_replicas:
+        idle = policy.keda.idle_replica_count
+        if idle is not None and idle >= min_replicas:
+            idle = None  # KEDA takes an idle count only below minReplicaCount
+        keda = dataclasses.replace(policy.keda, min_replica_count=min_replicas, idle_replica_count=idle)
+        return dataclasses.replace(policy, name=f"{policy.name}, min {min_replicas}", keda=keda)
+    return policy
+
+
 def _percent_per_15s(window: int) -> ScalingRules:
     return ScalingRules(stabilization_window_seconds=window, policies=(ScalingPolicy("Percent", 100, 15),))
 

@@ -14,7 +14,7 @@ from typing import TextIO
 
 from .bound import Bound, clairvoyant, fluid_floor, met, replay_plan
 from .cost_model import CostModel
-from .policies import Policy, static_policy, with_max_replicas
+from .policies import Policy, static_policy, with_max_replicas, with_min_replicas
 from .served import ServedMetrics
 from .simulation import NAMESPACE, Outcome, Settings, Simulation, Timeline
 from .trace import Arrival
@@ -29,6 +29,7 @@ class ReplaySpec:
     policies: tuple[Policy, ...]
     attainment: float = 0.99  # the share of requests the objective asks within the TTFT objective
     max_replicas: int = 64
+    min_replicas: int = 0  # a floor every autoscaled policy is given besides its own (0: their own)
     workers: int = field(default_factory=lambda: min(2, os.cpu_count() or 1))
 
 
@@ -142,7 +143,8 @@ def replay(spec: ReplaySpec, out: TextIO = sys.stderr) -> Report:
                         bound_seconds)  # fmt: skip
         start = bound.schedule[0][1] if bound.schedule else 1
         peak = max((n for _, n in bound.schedule), default=1)
-        policies = (*(with_max_replicas(p, spec.max_replicas) for p in spec.policies), static_policy(peak))
+        bounded = (with_min_replicas(with_max_replicas(p, spec.max_replicas), spec.min_replicas) for p in spec.policies)
+        policies = (*bounded, static_policy(peak))
         spec = replace(spec, policies=policies)
         jobs = [(p, _initial(p, start)) for p in policies]
         if pool is None:

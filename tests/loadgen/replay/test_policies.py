@@ -20,6 +20,7 @@ from loadgen.replay.policies import (
     DEFAULT_MAX_REPLICAS,
     EXTERNAL_METRICS,
     EXTRA_METRICS,
+    GPUSCALE,
     PODS_METRICS,
     POLICIES,
     Policy,
@@ -27,6 +28,7 @@ from loadgen.replay.policies import (
     quantity,
     static_policy,
     with_max_replicas,
+    with_min_replicas,
 )
 
 WAITING = MetricSpec("inference_requests_waiting", "Pods", 5)
@@ -376,3 +378,17 @@ def test_a_manifest_names_the_metrics_the_adapter_does_not_serve_yet() -> None:
 def test_a_pods_trigger_takes_the_label_selector_given() -> None:
     trigger = yaml.safe_load(manifest(by_name("kserve"), "llm", "chat", "model=qwen"))["spec"]["triggers"][0]
     assert trigger["metadata"]["labelSelector"] == "model=qwen"
+
+
+def test_a_floor_raises_an_autoscaled_policys_minimum_and_says_so_in_its_name() -> None:
+    floored = {p.name: with_min_replicas(p, 4) for p in POLICIES}
+    for name, p in floored.items():
+        lows = [p.hpa.min_replicas] if p.hpa is not None else [p.keda.min_replica_count] if p.keda is not None else []
+        assert lows, name
+        assert lows[0] >= 4, name
+    assert floored["gpuscale"].name == "gpuscale, min 4"
+    gpuscale = floored["gpuscale"].hpa
+    assert gpuscale is not None
+    assert gpuscale.min_replicas == 4  # it was 0: scale to zero is given up
+    assert with_min_replicas(static_policy(3), 4) == static_policy(3)
+    assert with_min_replicas(GPUSCALE, 0) is GPUSCALE
