@@ -339,12 +339,16 @@ class PrometheusClient:
         try:
             if len(body) <= self.config.parse_in_thread_above:
                 return parse(body)
-            decoding = asyncio.ensure_future(asyncio.to_thread(parse, body))
+            # the reply comes back in a box, not as the thread's result: the executor's thread and the task would
+            # hold a result until they next run, and the request would ask its next rule with this answer alive
+            box: list[Reply[T]] = []
+            decoding = asyncio.ensure_future(asyncio.to_thread(lambda: box.append(parse(body))))
             try:
-                return await asyncio.shield(decoding)
+                await asyncio.shield(decoding)
             except asyncio.CancelledError:
                 room.keep_until(decoding)  # the thread decodes on, and its bytes stay counted until it ends
                 raise
+            return box.pop()
         except MalformedAnswer as e:
             message = f"{self.who} {path} answered HTTP {status} with {len(body)} bytes that are not its API's: {e}"
             message += _hint(status)
