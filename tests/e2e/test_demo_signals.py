@@ -109,12 +109,17 @@ def test_sigterm_and_sighup_cancel_the_run_which_cleans_up_before_it_ends(signum
             await asyncio.sleep(0)  # the cleanup may await: the run is cancelled, not ended
             cleaned.append("yes")
 
-    before = signal.getsignal(signum)
-    with pytest.raises(lifetime.Stopped) as stopped:
-        asyncio.run(lifetime.stoppable(run()))
-    assert stopped.value.signum == signum
-    assert cleaned == ["yes"]
-    assert signal.getsignal(signum) == before  # the handlers are gone with the run
+    # at its default, whatever the test runner inherited: a runner started under nohup ignores SIGHUP, and an ignored
+    # signal stays ignored (the next test)
+    before = signal.signal(signum, signal.SIG_DFL)
+    try:
+        with pytest.raises(lifetime.Stopped) as stopped:
+            asyncio.run(lifetime.stoppable(run()))
+        assert stopped.value.signum == signum
+        assert cleaned == ["yes"]
+        assert signal.getsignal(signum) == signal.SIG_DFL  # the handlers are gone with the run
+    finally:
+        signal.signal(signum, before)
 
 
 def test_a_signal_ignored_when_the_run_started_stays_ignored() -> None:
