@@ -59,6 +59,9 @@ def add_replay_arguments(parser: argparse.ArgumentParser) -> None:
         help=f"a deleted pod's time to drain (terminationGracePeriodSeconds; default {D.grace:g})")  # fmt: skip
     add("--scrape-interval", type=above_zero, default=D.scrape_interval, metavar="SECONDS",
         help=f"Prometheus' scrape interval (default {D.scrape_interval:g})")  # fmt: skip
+    add("--flow-control", action="store_true",
+        help="the gateway holds requests while every ready engine is saturated (5 waiting or 80 %% of its KV cache), "
+             "as llm-d's endpoint picker does, instead of queueing them in the engines")  # fmt: skip
     add("--sync-period", type=above_zero, default=D.controller.sync_period, metavar="SECONDS",
         help=f"the HPA controller's sync period (default {D.controller.sync_period:g})")  # fmt: skip
     add("--max-replicas", type=at_least(1, int), default=64, help="every policy's replica cap (default 64)")
@@ -118,7 +121,8 @@ def spec_from(args: argparse.Namespace) -> ReplaySpec:
         raise LoadError(f"--policies: no policy {unknown[0]!r} (known: {', '.join(known)})")
     policies = tuple(known[n] for n in names) if names else POLICIES
     settings = Settings(args.cold_start, args.grace, args.scrape_interval, args.ttft_objective, limits,
-                        replace(ControllerConfig(), sync_period=args.sync_period))  # fmt: skip
+                        replace(ControllerConfig(), sync_period=args.sync_period),
+                        flow_control=args.flow_control)  # fmt: skip
     if args.min_replicas > args.max_replicas:
         raise LoadError(f"--min-replicas {args.min_replicas} is above --max-replicas {args.max_replicas}")
     spec = ReplaySpec(fitting, source, settings, cost, policies, args.slo_attainment, args.max_replicas,

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import heapq
 import math
+from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -46,6 +47,7 @@ class Settings:
     limits: Limits = field(default_factory=Limits)
     controller: ControllerConfig = field(default_factory=ControllerConfig)
     tail: float = 900.0  # the longest the replay follows requests after the last arrival
+    flow_control: bool = False  # the gateway holds requests while every ready engine is saturated
 
 
 class Policy(Protocol):
@@ -102,7 +104,10 @@ class Outcome:
 
 NAMESPACE = "replay"  # the Deployment's, its pods' and the gateway's
 # event kinds, in the order they are taken at the same time
-READY, DEADLINE, SET, SCRAPE, POLL, SYNC = range(6)
+READY, DEADLINE, SET, DISPATCH, SCRAPE, POLL, SYNC = range(7)
+# llm-d's endpoint picker calls an engine saturated at 5 requests waiting or 80 % of its KV cache
+SATURATED_WAITING, SATURATED_KV = 5, 0.8
+DISPATCH_TICK = 0.05  # seconds: how often a gateway holding requests for saturation looks for room
 
 
 class Simulation:
@@ -130,7 +135,7 @@ class Simulation:
         self._live: list[Replica] = []  # those not known to be gone (pruned at each scrape)
         self._ready: list[Replica] = []  # the gateway's endpoints, oldest first
         self.requests: list[ReplayRequest] = []
-        self.held: list[ReplayRequest] = []  # at the gateway, in arrival order
+        self.held: deque[ReplayRequest] = deque()  # at the gateway, in arrival order
         self.gateway_requests = 0
         self.timeline = Timeline()
         self.scale_events = 0
@@ -206,13 +211,18 @@ class Simulation:
             if replica.phase is Phase.LOADING:
                 replica.became_ready()
                 self._ready.append(replica)
-                held, self.held = self.held, []
-                for request in held:
-                    self._route(request, t)
+                if self.settings.flow_control:
+                    self._dispatch(t)
+                else:
+                    held, self.held = self.held, deque()
+                    for request in held:
+                        self._route(request, t)
         elif kind == DEADLINE:
             replica = self.replicas[index]
             replica.advance_to(t)
             replica.cut(t)
+        elif kind == DISPATCH:
+            self._dispatch(t)
         elif kind == SET:
             self._scale(self._schedule[index][1], t)
         elif kind == SCRAPE:
@@ -238,18 +248,42 @@ class Simulation:
         self._route(request, t)
 
     def _route(self, request: ReplayRequest, t: float) -> None:
+        if self.held and self.settings.flow_control:
+            self.held.append(request)  # behind those held first
+            return
+        best = self._least_loaded(t)
+        if best is None:
+            request.held = not self._ready
+            self.held.append(request)
+            if self._ready:
+                self._push(t + DISPATCH_TICK, DISPATCH)
+        else:
+            best.add(request, t)
+
+    def _least_loaded(self, t: float) -> Replica | None:
+        """The ready replica holding the fewest requests; None when none is ready or, with flow control, every one
+        is saturated."""
         best: Replica | None = None
         least = 0
         for replica in self._ready:
             replica.advance_to(t)
+            if self.settings.flow_control and (
+                replica.scheduler.waiting >= SATURATED_WAITING or replica.kv_usage >= SATURATED_KV
+            ):
+                continue
             load = replica.load
             if best is None or load < least:
                 best, least = replica, load
-        if best is None:
-            request.held = True
-            self.held.append(request)
-        else:
-            best.add(request, t)
+        return best
+
+    def _dispatch(self, t: float) -> None:
+        while self.held:
+            best = self._least_loaded(t)
+            if best is None:
+                break
+            best.add(self.held.popleft(), t)
+        if self.held and self._ready:
+            self._push(t + DISPATCH_TICK, DISPATCH)
 
     def _serving(self) -> list[Replica]:
         return [r for r in self._live if r.phase in (Phase.READY, Phase.DRAINING)]

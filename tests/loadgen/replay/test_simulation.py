@@ -160,3 +160,19 @@ def test_a_scaled_object_starting_with_replicas_cools_down_from_the_start_not_be
     keda = ScaledObject(TRIGGER, min_replica_count=0, max_replica_count=2, cooldown_period=300.0)
     out = run([Arrival(0.0, 10, 1), Arrival(1000.0, 10, 1)], initial=1, policy=Fixed("keda", keda=keda))
     assert out.replicas[0].deleted == 330.0  # the first poll after 300 s (KEDA's comparison is strict)
+
+
+@pytest.mark.parametrize(("flow_control", "first_token"), [(False, 6.0 + STEP), (True, 1.0 + STEP)])
+def test_flow_control_holds_at_the_gateway_what_a_saturated_engine_would_queue(
+    flow_control: bool, first_token: float
+) -> None:
+    # replica A serves one request at a time (1 s each); B is created at 0 and ready at 1 s. The 7th request finds A
+    # with 5 waiting (saturated): without flow control it queues behind them in A (its turn at 6 s), with it, it
+    # waits at the gateway and goes to B as B comes up
+    limits = Limits(max_batch=1, kv_tokens=1000, max_step_tokens=1000)
+    settings = Settings(cold_start=1.0, limits=limits, flow_control=flow_control)
+    arrivals = [Arrival(0.0, 1, 100) for _ in range(7)]
+    out = Simulation(arrivals, Fixed(), settings, FLAT, Scripted(), 1, schedule=[(0.0, 2)]).run()
+    last = out.requests[-1]
+    assert last.first_token == pytest.approx(first_token, abs=0.06)  # within one dispatch tick (50 ms)
+    assert not last.held  # a replica was ready: it did not wait for a cold start
