@@ -15,7 +15,7 @@ from ..serving.rate_file import RateSchedule, read_rates
 from ..serving.scheduler import Limits
 from ..serving.settings import above_zero, at_least, tokens
 from .cost_model import Model, load_profile
-from .policies import POLICIES
+from .policies import OTHER_POLICIES, POLICIES
 from .run import ReplaySpec
 from .simulation import Settings
 from .trace import Arrival, generated, read_trace, scale_rate
@@ -115,7 +115,7 @@ def spec_from(args: argparse.Namespace) -> ReplaySpec:
     if not fitting:
         raise LoadError(f"no request to replay: {source}")
     names = [n.strip() for n in args.policies.split(",") if n.strip()]
-    known = {p.name: p for p in POLICIES}
+    known = {p.name: p for p in (*POLICIES, *OTHER_POLICIES)}
     unknown = [n for n in names if n not in known]
     if unknown:
         raise LoadError(f"--policies: no policy {unknown[0]!r} (known: {', '.join(known)})")

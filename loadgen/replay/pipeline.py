@@ -25,6 +25,7 @@ from decimal import ROUND_HALF_UP, Decimal
 SCRAPE_INTERVAL = 15.0  # seconds between scrapes unless the replay is told otherwise
 LOOKBACK = 300.0  # Prometheus's --query.lookback-delta default
 WINDOW = 60.0  # the built-in rules' rate() window, [1m]
+HELD_SPREAD = 60.0  # inference_capacity_demand counts the gateway's held requests as arriving over this many seconds
 
 POD_METRICS = (
     "gpu_utilization",
@@ -36,6 +37,8 @@ POD_METRICS = (
 EXTERNAL_METRICS = (
     "inference_demand",
     "inference_request_rate",
+    "inference_capacity_demand",
+    "inference_activity",
     "inference_requests_waiting",
     "inference_requests_running",
     "inference_kv_cache_usage",
@@ -250,7 +253,12 @@ class MetricPipeline:
         if metric == "inference_demand":
             return self._demand(namespace, t)
         if metric == "inference_request_rate":
-            return self._request_rate(namespace, t)
+            arrivals = self._arrivals(namespace, t)
+            return None if arrivals is None else served(arrivals)
+        if metric == "inference_capacity_demand":
+            return self._capacity_demand(namespace, t)
+        if metric == "inference_activity":
+            return self._activity(namespace, t)
         raise KeyError(f"no External metric {metric!r}; the replay serves {', '.join(EXTERNAL_METRICS)}")
 
     def _ttft(self, t: int, namespace: str | None = None) -> tuple[dict[Key, float], dict[Key, float]]:
@@ -263,12 +271,11 @@ class MetricPipeline:
     def _demand(self, namespace: str, t: int) -> float | None:
         # sum(label_replace(sum(gateway queue >= 0 < +Inf), ...) or label_replace(sum(engines' waiting ...), ...)):
         # the two sums carry different labels, so `or` keeps both and the outer sum adds them
-        held = [v for s in self._instant(self._gateways, t, namespace).values() if (v := _count(_queue(s))) is not None]
         waiting = [v for s in self._instant(self._engines, t, namespace).values() if (v := _waiting(s)) is not None]
-        parts = [sum(p) for p in (held, waiting) if p]
+        parts = [p for p in (self._held(namespace, t), sum(waiting) if waiting else None) if p is not None]
         return served(sum(parts)) if parts else None
 
-    def _request_rate(self, namespace: str, t: int) -> float | None:
+    def _arrivals(self, namespace: str, t: int) -> float | None:
         # the first arm with a sample answers: the gateway's counter, else the engines' arrivals, else their
         # finished requests
         for targets, field in (
@@ -278,8 +285,45 @@ class MetricPipeline:
         ):
             rates = self._rates(targets, field, t, namespace)
             if rates:
-                return served(sum(rates.values()))
+                return sum(rates.values())
         return None
+
+    def _held(self, namespace: str, t: int) -> float | None:
+        held = [v for s in self._instant(self._gateways, t, namespace).values() if (v := _count(_queue(s))) is not None]
+        return sum(held) if held else None
+
+    def _capacity_demand(self, namespace: str, t: int) -> float | None:
+        # KV * clamp_min(NEED / SERVED, 1) or KV, where KV = avg(kv >= 0 <= 1) * 100; NEED = the arrivals plus the
+        # held requests / 60 (the sum of what is present); SERVED = what the engines there now finish a second at the
+        # last minute's rate per engine: sum(rate(finished[1m])) / (sum(count_over_time(kv[1m])) /
+        # max(count_over_time(kv[1m]))) * count(kv), so an engine that came up within the minute counts for the
+        # share of it that it served
+        engines = self._instant(self._engines, t, namespace).values()
+        kv = _mean(v for s in engines if (v := _kv(s)) is not None)
+        if kv is None:
+            return None
+        kv *= 100
+        arrivals, held = self._arrivals(namespace, t), self._held(namespace, t)
+        parts = [p for p in (arrivals, None if held is None else held / HELD_SPREAD) if p is not None]
+        done = self._rates(self._engines, _engine("success_total"), t, namespace)
+        finished = sum(done.values()) if done else 0.0
+        if parts and finished > 0:
+            # count_over_time and count read every sample of the series, a KV use outside 0-1 included
+            start, kv_samples = t - self._window_ms, _engine("kv_cache_usage")
+            samples = [n for key, target in sorted(self._engines.items())
+                       if key[0] == namespace and (n := len(target.points(kv_samples, start, t)))]  # fmt: skip
+            serving = finished / (sum(samples) / max(samples)) * len(engines)
+            return served(kv * max(sum(parts) / serving, 1.0))
+        return served(kv)
+
+    def _activity(self, namespace: str, t: int) -> float | None:
+        # max of (arrivals > bool 0), (held > bool 0) and (sum of the engines' waiting and running > bool 0), each
+        # where present
+        engines = self._instant(self._engines, t, namespace).values()
+        in_flight = [v for s in engines for v in (_waiting(s), _running(s)) if v is not None]
+        parts = [self._arrivals(namespace, t), self._held(namespace, t), sum(in_flight) if in_flight else None]
+        present = [p for p in parts if p is not None]
+        return float(max(p > 0 for p in present)) if present else None
 
     def _instant(self, targets: dict[Key, _Target], t: int, namespace: str | None = None) -> dict[Key, Stored]:
         out = {}

@@ -35,6 +35,11 @@ PODS_METRICS: dict[str, str] = {
 EXTERNAL_METRICS: dict[str, str] = {
     "inference_demand": "requests waiting in the namespace: the gateway's queue plus the engines' waiting",
     "inference_request_rate": "requests arriving per second over the last minute, counted at the front door",
+    "inference_capacity_demand": (
+        "percent of the ready engines' KV cache the arrivals need: their mean KV use times (arrivals + the gateway's "
+        "held requests / 60 s) / finished requests, both a second over the last minute, when above 1"
+    ),
+    "inference_activity": "1 while requests arrived in the last minute, are held at the gateway or wait or run, else 0",
 }
 # What peers read that the adapter does not serve (yet): the replay's pipeline serves these as External metrics
 # with these definitions, scraped like the rest.
@@ -263,9 +268,9 @@ KSERVE = Policy(
         max_replica_count=DEFAULT_MAX_REPLICAS,
     ),
 )
-# A starting point that the replay's results will revise (docs/replay-policies.md).
-GPUSCALE = Policy(
-    name="gpuscale",
+# What the replay's first results revised (docs/replay-policies.md): kept to compare, not replayed by default.
+GPUSCALE_FIRST = Policy(
+    name="gpuscale-first-proposal",
     recommended_by="gpuscale (first proposal)",
     source="manifests/examples/inference-hpa/hpa.yaml, with a KV cache term at llm-d's 0.8",
     hpa=HpaSpec(
@@ -275,8 +280,29 @@ GPUSCALE = Policy(
         behavior=Behavior(scale_down=ScalingRules(stabilization_window_seconds=600)),
     ),
 )
+# Scaling on what arrives (docs/adapter.md): the KV cache the arrivals need at llm-d's 80 %, and the activity
+# to wake from zero and stay up while anything is in flight.
+GPUSCALE = Policy(
+    name="gpuscale",
+    recommended_by="gpuscale",
+    source='manifests/examples/inference-hpa/hpa.yaml; docs/adapter.md, "Scaling on what arrives"',
+    hpa=HpaSpec(
+        metrics=(
+            MetricSpec("inference_capacity_demand", "External", 80, "Value"),
+            MetricSpec("inference_activity", "External", 1),
+        ),
+        min_replicas=0,
+        max_replicas=DEFAULT_MAX_REPLICAS,
+        behavior=Behavior(
+            scale_up=ScalingRules(stabilization_window_seconds=0, policies=(ScalingPolicy("Percent", 1000, 15),)),
+            scale_down=ScalingRules(stabilization_window_seconds=600),
+        ),
+    ),
+)
 POLICIES: tuple[Policy, ...] = (SEED, PRODUCTION_STACK, LLM_D_WVA, LLM_D_EPP_SATURATION, LLM_D_EPP_QUEUE, KSERVE,
                                 GPUSCALE)  # fmt: skip
+# Replayed when named in --policies.
+OTHER_POLICIES: tuple[Policy, ...] = (GPUSCALE_FIRST,)
 
 
 def quantity(value: float) -> str:

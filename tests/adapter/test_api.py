@@ -80,6 +80,8 @@ async def test_external_resource_list(adapter: Adapter) -> None:
         "inference_queue_time_seconds",
         "inference_demand",
         "inference_request_rate",
+        "inference_capacity_demand",
+        "inference_activity",
     }
     assert {r["kind"] for r in body["resources"]} == {"ExternalMetricValueList"}
 

@@ -84,6 +84,8 @@ async def test_discovery_requests_list_the_catalog(adapter: Adapter) -> None:
         "gpu_sm_active",
         "gpu_tensor_active",
         "gpu_utilization",
+        "inference_activity",
+        "inference_capacity_demand",
         "inference_demand",
         "inference_kv_cache_usage",
         "inference_queue_time_seconds",

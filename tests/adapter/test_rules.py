@@ -186,7 +186,8 @@ def test_default_rules_declare_the_gpu_and_inference_metrics() -> None:
         "tgi_queue_size", "nv_inference_pending_request_count",
     }  # fmt: skip
     external = {name for r in rules.external_rules for _, name, _ in r.declared(BUILT_IN)}
-    assert external == names | {"inference_demand", "inference_request_rate"}
+    scaling = {"inference_demand", "inference_request_rate", "inference_capacity_demand", "inference_activity"}
+    assert external == names | scaling
 
 
 def test_default_pod_rules_accept_both_label_spellings() -> None:

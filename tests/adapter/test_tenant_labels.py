@@ -197,13 +197,18 @@ async def test_a_tenants_page_sets_no_demand_or_request_rate_of_another_namespac
     assert await answers(adapter, f"{EM}/namespaces/serving/inference_demand") == {"": 2}
     assert await answers(adapter, f"{EM}/namespaces/serving/inference_request_rate") == {"": 0}
     assert await answers(adapter, f"{EM}/namespaces/serving/inference_requests_waiting") == {"": 2}
+    # serving's engine finished nothing and nothing arrives: its capacity demand is its KV use; 2 wait: active
+    assert await answers(adapter, f"{EM}/namespaces/idle/inference_capacity_demand") == {}
+    assert await answers(adapter, f"{EM}/namespaces/idle/inference_activity") == {}
+    assert await answers(adapter, f"{EM}/namespaces/serving/inference_capacity_demand") == {"": 50}
+    assert await answers(adapter, f"{EM}/namespaces/serving/inference_activity") == {"": 1}
 
 
 async def test_through_keda_a_tenants_page_wakes_no_other_namespace(adapter: Adapter) -> None:
     """Before: KEDA's IsActive for idle's inference_demand was true, and GetMetrics 1000 (2000 here)."""
     async with grpc.aio.insecure_channel(f"127.0.0.1:{adapter.client.app[KEDA].port}") as channel:
         stub: Any = pb_grpc.ExternalScalerStub(channel)  # type: ignore[no-untyped-call]
-        for metric in ("inference_demand", "inference_request_rate"):
+        for metric in ("inference_demand", "inference_request_rate", "inference_capacity_demand", "inference_activity"):
             idle = pb.ScaledObjectRef(
                 name="s",
                 namespace="idle",

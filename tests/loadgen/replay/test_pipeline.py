@@ -155,6 +155,55 @@ def test_request_rate_is_the_gateways_then_the_engines_arrivals_then_their_finis
     assert pipeline.external("inference_request_rate", NS, 75.0) == pytest.approx(60 * 22.5 / 15 / 60)
 
 
+def test_capacity_demand_scales_the_kv_use_by_what_arrives_over_what_finishes() -> None:
+    pipeline = MetricPipeline()
+    for at, n in ((0.0, 0), (15.0, 1), (30.0, 2)):
+        engines = [engine("e-0", kv_cache_usage=1.0, success_total=10 * n),
+                   engine("e-1", kv_cache_usage=0.8, success_total=5 * n)]  # fmt: skip
+        pipeline.scrape(Scrape(at, engines=engines, gateways=[GatewaySample(NS, "epp-0", 30, 45 * n)]))
+    # mean KV 90 %; in the window, 90 arrived and 30 finished over the 30 s sampled, each counter from zero at 0 s,
+    # so no extrapolation: 90 / 60 = 1.5/s and 0.5/s; the 30 held over 60 s add 0.5/s: (1.5 + 0.5) / 0.5 = 4
+    assert pipeline.external("inference_capacity_demand", NS, 30.0) == pytest.approx(90 * 4)
+    calm = MetricPipeline()
+    for at, n in ((0.0, 0), (15.0, 1)):
+        calm.scrape(Scrape(at, engines=[engine("e-0", kv_cache_usage=0.5, success_total=10 * n)],
+                           gateways=[GatewaySample(NS, "epp-0", 0, 5 * n)]))  # fmt: skip
+    assert calm.external("inference_capacity_demand", NS, 15.0) == 50  # fewer arrive than finish: the KV use
+    one = MetricPipeline()
+    one.scrape(Scrape(0.0, engines=[engine("e-0", kv_cache_usage=0.25)], gateways=[GatewaySample(NS, "epp-0", 9, 0)]))
+    assert one.external("inference_capacity_demand", NS, 0.0) == 25  # no rate yet: the KV use
+    one.scrape(Scrape(15.0, gateways=[GatewaySample(NS, "epp-0", 9, 0)]))
+    assert one.external("inference_capacity_demand", NS, 15.0) is None  # no engine
+
+
+def test_capacity_demand_counts_a_new_engine_for_the_share_of_the_minute_it_reported() -> None:
+    pipeline = MetricPipeline()
+    for n, at in enumerate((0.0, 15.0, 30.0, 45.0, 60.0)):
+        engines = [engine("e-0", kv_cache_usage=1.0, success_total=15 * n)]
+        if at >= 45:
+            engines.append(engine("e-1", kv_cache_usage=0.0, success_total=0))
+        pipeline.scrape(Scrape(at, engines=engines, gateways=[GatewaySample(NS, "epp-0", 0, 45 * n)]))
+    # finished 1/s over the minute by e-0 (5 samples) and e-1 (2 samples): 1 / (7 / 5) a second an engine, and 2
+    # engines now finish 1.43/s; 3/s arrive: 3 / 1.43 = 2.1 x the mean KV use, 50
+    assert pipeline.external("inference_capacity_demand", NS, 60.0) == pytest.approx(50 * 2.1)
+
+
+def test_activity_is_1_while_anything_arrives_is_held_waits_or_runs() -> None:
+    pipeline = MetricPipeline()
+    pipeline.scrape(Scrape(0.0, engines=[engine("e-0")], gateways=[GatewaySample(NS, "epp-0", 0, 7)]))
+    assert pipeline.external("inference_activity", NS, 0.0) == 0  # no arrival rate yet, nothing held or running
+    pipeline.scrape(Scrape(15.0, engines=[engine("e-0", running=1)], gateways=[GatewaySample(NS, "epp-0", 0, 7)]))
+    assert pipeline.external("inference_activity", NS, 15.0) == 1  # mid-generation
+    pipeline.scrape(Scrape(30.0, gateways=[GatewaySample(NS, "epp-0", 2, 7)]))
+    assert pipeline.external("inference_activity", NS, 30.0) == 1  # held at the gateway, no replica
+    pipeline.scrape(Scrape(45.0, gateways=[GatewaySample(NS, "epp-0", 0, 8)]))
+    assert pipeline.external("inference_activity", NS, 45.0) == 1  # one arrived in the window
+    pipeline.scrape(Scrape(120.0, gateways=[GatewaySample(NS, "epp-0", 0, 8)]))
+    pipeline.scrape(Scrape(135.0, gateways=[GatewaySample(NS, "epp-0", 0, 8)]))
+    assert pipeline.external("inference_activity", NS, 135.0) == 0
+    assert pipeline.external("inference_activity", "other", 135.0) is None
+
+
 def test_values_are_served_to_the_nano_unit() -> None:
     assert served(0.1 + 0.2) == 0.3  # 0.30000000000000004 would read 301m in the HPA's MilliValue
     assert served(1 / 3) == 0.333333333

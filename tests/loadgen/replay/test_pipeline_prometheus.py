@@ -158,7 +158,8 @@ async def served_at(
         for metric in POD_METRICS
     }
     external: dict[str, float | None] = {}
-    for metric in ("inference_demand", "inference_request_rate", "inference_requests_waiting"):
+    for metric in ("inference_demand", "inference_request_rate", "inference_requests_waiting",
+                   "inference_capacity_demand", "inference_activity"):  # fmt: skip
         items = await get(f"{EM}/namespaces/{NS}/{metric}")
         external[metric] = float(parse_quantity(items[0]["value"])) if items else None
     return pods, external

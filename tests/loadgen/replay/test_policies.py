@@ -21,6 +21,7 @@ from loadgen.replay.policies import (
     EXTERNAL_METRICS,
     EXTRA_METRICS,
     GPUSCALE,
+    OTHER_POLICIES,
     PODS_METRICS,
     POLICIES,
     Policy,
@@ -41,7 +42,7 @@ def policy(**kinds: Any) -> Policy:
 
 
 def by_name(name: str) -> Policy:
-    (found,) = [p for p in POLICIES if p.name == name]
+    (found,) = [p for p in (*POLICIES, *OTHER_POLICIES) if p.name == name]
     return found
 
 
@@ -217,7 +218,7 @@ def test_kserve() -> None:
 def test_gpuscale_first_proposal() -> None:
     # manifests/examples/inference-hpa/hpa.yaml: External inference_demand AverageValue "5", minReplicas 0,
     # scaleDown stabilizationWindowSeconds 600; plus the KV cache at llm-d's 0.8 (80 %) as a Pods average
-    assert by_name("gpuscale").hpa == HpaSpec(
+    assert by_name("gpuscale-first-proposal").hpa == HpaSpec(
         metrics=(
             MetricSpec("inference_demand", "External", 5, "AverageValue"),
             MetricSpec("inference_kv_cache_usage", "Pods", 80, "AverageValue"),
@@ -225,6 +226,24 @@ def test_gpuscale_first_proposal() -> None:
         min_replicas=0,
         max_replicas=DEFAULT_MAX_REPLICAS,
         behavior=Behavior(scale_down=ScalingRules(stabilization_window_seconds=600)),
+    )
+    assert by_name("gpuscale-first-proposal") not in POLICIES  # replayed only when named
+
+
+def test_gpuscale() -> None:
+    # manifests/examples/inference-hpa/hpa.yaml: the KV cache the arrivals need at llm-d's 0.8 (Value "80"), the
+    # activity to wake from zero (AverageValue "1"), any step up at once, scaleDown stabilizationWindowSeconds 600
+    assert by_name("gpuscale").hpa == HpaSpec(
+        metrics=(
+            MetricSpec("inference_capacity_demand", "External", 80, "Value"),
+            MetricSpec("inference_activity", "External", 1, "AverageValue"),
+        ),
+        min_replicas=0,
+        max_replicas=DEFAULT_MAX_REPLICAS,
+        behavior=Behavior(
+            scale_up=ScalingRules(stabilization_window_seconds=0, policies=(ScalingPolicy("Percent", 1000, 15),)),
+            scale_down=ScalingRules(stabilization_window_seconds=600),
+        ),
     )
 
 

@@ -1,0 +1,190 @@
+"""``inference_capacity_demand`` and ``inference_activity``, the signals scaling on what arrives (docs/adapter.md,
+"Scaling on what arrives"), end to end: one page scraped every second by a real Prometheus, read through the
+external metrics API and the KEDA scaler, each value worked out by hand below.
+
+Every counter on the page moves by a fixed step at each scrape and all share the page's scrape times, so Prometheus
+extrapolates their rates alike and a ratio of two rates is exact; only the gateway's held requests (spread over a
+minute, so requests per second of wall time) make an answer depend on the scrape interval."""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Awaitable, Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import grpc
+import pytest
+
+from adapter.app import KEDA
+from adapter.keda.externalscaler import externalscaler_pb2 as pb
+from adapter.keda.externalscaler import externalscaler_pb2_grpc as pb_grpc
+from adapter.keda.settings import KedaSettings
+from harness.adapter.in_process import Adapter, settings_for
+from harness.kube.api import FakeKubeAPIServer
+from harness.stores.exporter import Exporter
+from harness.stores.prometheus import Prometheus, run_prometheus
+
+pytestmark = [pytest.mark.prometheus]
+
+EM = "/apis/external.metrics.k8s.io/v1beta1"
+NAMESPACES = ("burst", "calm", "held", "sg", "idle", "generating", "cold", "waking")
+
+
+class Page:
+    """The page at its n-th scrape: (namespace, pod, series, labels, value), ``n`` moving the counters."""
+
+    def __init__(self) -> None:
+        self.scrapes = 0
+        self._lock = threading.Lock()
+
+    def __call__(self) -> str:
+        with self._lock:
+            n, self.scrapes = self.scrapes, self.scrapes + 1
+        lines = []
+        for namespace, pod, name, labels, value in series(n):
+            lines.append(f'{name}{{namespace="{namespace}",pod="{pod}"{labels}}} {value!r}')
+        return "\n".join(lines) + "\n"
+
+
+def vllm(namespace: str, pod: str, n: int, *, kv: float, done: int, waiting: int = 0, running: int = 0) -> list[Any]:
+    """A vLLM engine: ``done`` requests finish between two scrapes."""
+    return [
+        (namespace, pod, "vllm:num_requests_waiting", ',model_name="m"', float(waiting)),
+        (namespace, pod, "vllm:num_requests_running", ',model_name="m"', float(running)),
+        (namespace, pod, "vllm:kv_cache_usage_perc", ',model_name="m"', kv),
+        (namespace, pod, "vllm:request_success_total", ',model_name="m",finished_reason="stop"', float(done * n)),
+    ]
+
+
+def gateway(namespace: str, n: int, *, arriving: int, held: int = 0) -> list[Any]:
+    """The endpoint picker: ``arriving`` requests between two scrapes, ``held`` in its flow-control queue."""
+    return [
+        (namespace, "epp-0", "llm_d_epp_request_total", ',model_name="m"', float(arriving * n)),
+        (namespace, "epp-0", "llm_d_epp_flow_control_queue_size", "", float(held)),
+    ]
+
+
+def series(n: int) -> list[Any]:
+    return [
+        # two engines full or nearly (KV 1.0 and 0.9), finishing 4 requests a scrape while 12 arrive
+        *vllm("burst", "engine-0", n, kv=1.0, done=2, running=30, waiting=40),
+        *vllm("burst", "engine-1", n, kv=0.9, done=2, running=28, waiting=35),
+        *gateway("burst", n, arriving=12),
+        # keeping up: 2 arrive, 4 finish (the minute's rates can say more finish than arrive)
+        *vllm("calm", "engine-0", n, kv=0.5, done=4, running=5),
+        *gateway("calm", n, arriving=2),
+        # the gateway holds 120 requests; 4 arrive and 4 finish a scrape
+        *vllm("held", "engine-0", n, kv=0.8, done=4, running=20),
+        *gateway("held", n, arriving=4, held=120),
+        # SGLang counts its arrivals at /generate and what it finished in sglang:num_requests_total
+        ("sg", "sglang-0", "sglang:token_usage", ',model_name="m"', 0.6),
+        ("sg", "sglang-0", "sglang:num_requests_total", ',model_name="m"', float(3 * n)),
+        ("sg", "sglang-0", "sglang:http_requests_total", ',endpoint="/generate",method="POST"', float(6 * n)),
+        ("sg", "sglang-0", "sglang:http_requests_total", ',endpoint="/metrics",method="GET"', float(50 * n)),
+        # nothing arrives, waits or runs; a quarter of the KV cache still holds prefixes
+        *vllm("idle", "engine-0", 0, kv=0.25, done=4),
+        *gateway("idle", 0, arriving=5),
+        # nothing arrives, but one engine is still generating
+        *vllm("generating", "engine-0", 0, kv=0.4, done=4, running=3),
+        *gateway("generating", 0, arriving=5),
+        # no replica: the gateway holds 5 requests, or counts arrivals
+        *gateway("cold", 0, arriving=9, held=5),
+        *gateway("waking", n, arriving=1),
+    ]
+
+
+@pytest.fixture(scope="module")
+def prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Prometheus]:
+    with contextlib.ExitStack() as stack:
+        page = stack.enter_context(Exporter(Page()))
+        prom = stack.enter_context(run_prometheus(tmp_path_factory.mktemp("prometheus"), [page.target]))
+        # a minute of scrapes: every rate's window full
+        prom.wait_for('count_over_time(vllm:kv_cache_usage_perc{namespace="burst"}[1m]) >= 60', timeout=90)
+        yield prom
+
+
+@pytest.fixture
+async def adapter(
+    kube: FakeKubeAPIServer,
+    prometheus: Prometheus,
+    make_adapter: Callable[..., Awaitable[Adapter]],
+    tmp_path: Path,
+) -> Adapter:
+    for namespace in NAMESPACES:
+        kube.put("namespaces", namespace, {})
+    keda = KedaSettings("127.0.0.1:0", stream_interval=0.1)
+    return await make_adapter(settings_for(prometheus.url, kube.kubeconfig(tmp_path / "kubeconfig"), keda=keda))
+
+
+async def external(adapter: Adapter, metric: str, namespace: str) -> float | None:
+    """The namespace's value; None where the adapter has none (an empty list, or 404 for a metric with no series)."""
+    resp = await adapter.client.get(f"{EM}/namespaces/{namespace}/{metric}")
+    body = await resp.json()
+    if resp.status == 404:
+        return None
+    assert resp.status == 200, body
+    if not body["items"]:
+        return None
+    (item,) = body["items"]
+    return quantity(item["value"])
+
+
+def quantity(text: str) -> float:
+    scale = {"n": 1e-9, "u": 1e-6, "m": 1e-3, "k": 1e3}.get(text[-1:], 1.0)
+    return float(text[:-1] if text[-1:] in "numk" else text) * scale
+
+
+async def test_both_are_listed_as_external_metrics(adapter: Adapter) -> None:
+    names = {r["name"] for r in (await adapter.get(EM))["resources"]}
+    assert {"inference_capacity_demand", "inference_activity"} <= names
+
+
+async def test_capacity_demand_is_the_kv_use_scaled_by_what_arrives_over_what_finishes(adapter: Adapter) -> None:
+    # burst: mean KV 95 %, 12 arriving over 4 finishing a scrape: 95 x 3
+    assert await external(adapter, "inference_capacity_demand", "burst") == pytest.approx(285, rel=1e-9)
+    # SGLang: 60 % x 6 arriving at /generate over 3 finished (the scrapes of /metrics are no requests)
+    assert await external(adapter, "inference_capacity_demand", "sg") == pytest.approx(120, rel=1e-9)
+
+
+async def test_capacity_demand_never_falls_below_the_kv_use(adapter: Adapter) -> None:
+    # fewer arrive than finish: the KV use alone, 50
+    assert await external(adapter, "inference_capacity_demand", "calm") == pytest.approx(50, rel=1e-9)
+    # nothing finished in the last minute: the KV use alone, 25 and 40
+    assert await external(adapter, "inference_capacity_demand", "idle") == pytest.approx(25, rel=1e-9)
+    assert await external(adapter, "inference_capacity_demand", "generating") == pytest.approx(40, rel=1e-9)
+
+
+async def test_capacity_demand_spreads_the_gateways_held_requests_over_a_minute(adapter: Adapter) -> None:
+    # 80 % x (4 a second arriving + 120 held / 60 s) / 4 a second finishing = 80 x 1.5; the rates are per second of
+    # wall time here, which the scrape interval (1 s, a few milliseconds late or early) sets
+    assert await external(adapter, "inference_capacity_demand", "held") == pytest.approx(120, rel=0.03)
+
+
+async def test_capacity_demand_has_no_value_without_a_ready_engine(adapter: Adapter) -> None:
+    assert await external(adapter, "inference_capacity_demand", "cold") is None
+    assert await external(adapter, "inference_capacity_demand", "waking") is None
+
+
+async def test_activity_is_1_while_anything_arrives_waits_or_runs(adapter: Adapter) -> None:
+    expected = {"burst": 1, "calm": 1, "held": 1, "sg": 1, "generating": 1, "cold": 1, "waking": 1, "idle": 0}
+    assert {ns: await external(adapter, "inference_activity", ns) for ns in expected} == expected
+
+
+async def test_through_keda(adapter: Adapter) -> None:
+    async with grpc.aio.insecure_channel(f"127.0.0.1:{adapter.client.app[KEDA].port}") as channel:
+        stub: Any = pb_grpc.ExternalScalerStub(channel)  # type: ignore[no-untyped-call]
+
+        def ref(namespace: str, metric: str) -> Any:
+            metadata = {"metricName": metric, "metricType": "external", "targetValue": "80"}
+            return pb.ScaledObjectRef(name="s", namespace=namespace, scalerMetadata=metadata)
+
+        burst = ref("burst", "inference_capacity_demand")
+        asked = pb.GetMetricsRequest(scaledObjectRef=burst, metricName="inference_capacity_demand")
+        (value,) = [v.metricValueFloat for v in (await stub.GetMetrics(asked)).metricValues]
+        assert value == pytest.approx(285, rel=1e-9)
+        # the activity wakes a namespace whose gateway holds requests, and lets the idle one go to zero
+        assert (await stub.IsActive(ref("cold", "inference_activity"))).result is True
+        assert (await stub.IsActive(ref("generating", "inference_activity"))).result is True
+        assert (await stub.IsActive(ref("idle", "inference_activity"))).result is False
