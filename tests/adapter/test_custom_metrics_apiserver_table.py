@@ -22,7 +22,7 @@ k8s.io/metrics) and on ``v1beta2``. Differences on purpose (docs/adapter.md, "Pe
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -40,9 +40,10 @@ from harness.kube.pki import Issued
 from harness.stores.exporter import Exporter, exposition
 from harness.stores.prometheus import Prometheus, run_prometheus
 from harness.waiting import eventually
-from tests.adapter.conftest import AiohttpServer
 
 pytestmark = pytest.mark.prometheus
+
+AiohttpServer = Callable[..., Awaitable[TestServer]]
 
 SOURCE = "kubernetes-sigs/custom-metrics-apiserver@a599ebaca1dd4d6286f6c809fc04566895d1cf03"
 NODES = ["foo", "node-1", "node-2", "node-3"]  # totalNodesCount 4

@@ -24,10 +24,10 @@ build the HPA, then every ``pollingInterval`` ``GetMetrics`` and ``IsActive`` on
 (``GetMetricsAndActivity``) into KEDA's loop (loadgen/autoscaling/keda.py), and every 15 s the HPA KEDA created
 (loadgen/autoscaling/controller.py) reading the value KEDA's metrics server fetches the same way. Time is virtual:
 polls and syncs happen at their times on a counted clock, the gRPC calls and Prometheus are real, and a new value
-reaches Prometheus one scrape interval after it is set (the real Prometheus here scrapes every second; the series
-changes only when the virtual clock passes that point). Pods are Ready as soon as they exist: the limits are
-checked on the autoscalers' decisions, not on image pulls. What differs on purpose (docs/keda.md, "Peers' test
-tables"): the trigger names the adapter's metric (``metricName``, ``metricType: external``) and takes the threshold
+is read a scrape interval after it is set: the series changes only when the virtual clock passes that point (1 s,
+the test Prometheus's scrape interval, and 30 s). Pods are Ready as soon as they exist: the limits are checked on
+the autoscalers' decisions, not on image pulls. What differs on purpose (docs/keda.md, "Peers' test tables"): the
+trigger names the adapter's metric (``metricName``, ``metricType: external``) and takes the threshold
 as ``targetValue``, where their scaler serves one fixed metric and reads ``metricThreshold``.
 """
 
@@ -59,7 +59,6 @@ MakeAdapter = Callable[..., Awaitable[Adapter]]
 NAMESPACE = "external-scaler-so-test-ns"
 METRIC = "external_scaler_e2e_test"
 THRESHOLD = 10
-SCRAPE_INTERVAL = 1.0  # run_prometheus's, in virtual seconds: a set value is read one scrape later at most
 HPA_SYNC_PERIOD = 15.0  # the HPA controller's --horizontal-pod-autoscaler-sync-period
 RULES = f"""
 externalRules:
@@ -207,13 +206,14 @@ SEQUENCE = [
 ]
 
 
-async def replay(op: Operator, step: Step, value: Value, store: Prometheus) -> float:
-    """The virtual seconds from setting the value until the replicas are the step's; fails past the step's limit."""
+async def replay(op: Operator, step: Step, value: Value, store: Prometheus, scrape: float) -> float:
+    """The virtual seconds from setting the value until the replicas are the step's; fails past the step's limit.
+    The value reaches Prometheus ``scrape`` seconds after it is set."""
     start, seen = op.now, step.value is None
     while not (seen and op.replicas == step.replicas):
         if op.next_event - start > step.limit:
             raise AssertionError(f"{step}: {op.replicas} replicas after {step.limit} s; history {op.history}")
-        if step.value is not None and not seen and op.next_event >= start + SCRAPE_INTERVAL:
+        if step.value is not None and not seen and op.next_event >= start + scrape:
             value.current = step.value
             store.wait_for(f"{METRIC} == {step.value}")
             seen = True
@@ -221,7 +221,18 @@ async def replay(op: Operator, step: Step, value: Value, store: Prometheus) -> f
     return op.now - start
 
 
-async def test_keda_e2e_external_scaler_sequence(stub: Any, value: Value, store: Prometheus) -> None:
+@pytest.mark.parametrize(
+    ("scrape", "moves", "took"),
+    [
+        # the test's Prometheus scrapes every second
+        (1.0, [(35.0, "keda"), (45.0, "hpa"), (60.0, "keda")], [0.0, 5.0, 10.0, 15.0]),
+        # a value read 30 s after it is set, as with a 30 s scrape interval
+        (30.0, [(60.0, "keda"), (90.0, "hpa"), (130.0, "keda")], [0.0, 30.0, 30.0, 40.0]),
+    ],
+)
+async def test_keda_e2e_external_scaler_sequence(
+    stub: Any, value: Value, store: Prometheus, scrape: float, moves: list[tuple[float, str]], took: list[float]
+) -> None:
     ref = pb.ScaledObjectRef(
         name="external-scaler-so-test-so",
         namespace=NAMESPACE,
@@ -239,10 +250,10 @@ async def test_keda_e2e_external_scaler_sequence(stub: Any, value: Value, store:
     while op.next_event <= 30:
         await op.tick()
     assert op.history == []
-    took = [await replay(op, step, value, store) for step in SEQUENCE]
+    steps = [await replay(op, step, value, store, scrape) for step in SEQUENCE]
     assert [replicas for _, replicas, _ in op.history] == [1, 2, 0]
-    assert all(t <= step.limit for t, step in zip(took, SEQUENCE, strict=True))
+    assert all(t <= step.limit for t, step in zip(steps, SEQUENCE, strict=True))
     # who moved each step, and when, in the model's clock: KEDA at its first poll after the value is read; the HPA
     # at its next sync; KEDA again once cooldownPeriod has passed since the last active poll (strictly)
-    assert [(at, who) for at, _, who in op.history] == [(35.0, "keda"), (45.0, "hpa"), (60.0, "keda")]
-    assert took == [0.0, 5.0, 10.0, 15.0]
+    assert [(at, who) for at, _, who in op.history] == moves
+    assert steps == took
