@@ -84,9 +84,12 @@ class KedaLoop:
         self.created_at = created_at
         self.last_active: float | None = None
 
-    def poll(self, now: float, current: int, values: Mapping[str, float]) -> KedaAction:
+    def poll(self, now: float, current: int, values: Mapping[str, float], active: bool | None = None) -> KedaAction:
+        """``active``: the scaler's own answer where it gives one (the external scaler's ``IsActive``, which KEDA
+        asks after ``GetMetrics``: ``GetMetricsAndActivity`` in pkg/scalers/external_scaler.go); by default each
+        trigger's value against its activation threshold."""
         so = self.scaled_object
-        active = so.active(values)
+        active = so.active(values) if active is None else active
         minimum, idle = so.min_replica_count, so.idle_replica_count
         if active:
             if (idle is not None and current < minimum) or current == 0:

@@ -68,3 +68,10 @@ def test_before_any_activity_the_initial_cooldown_counts_from_creation() -> None
     loop = KedaLoop(ScaledObject((WAITING,), initial_cooldown_period=120), created_at=0)
     assert loop.poll(90, 1, {"waiting": 0}).replicas == 1
     assert loop.poll(150, 1, {"waiting": 0}).replicas == 0
+
+
+def test_an_external_scalers_own_activity_decides_over_the_threshold() -> None:
+    # the external scaler: KEDA takes IsActive's answer, whatever the value GetMetrics gave
+    loop = KedaLoop(ScaledObject((WAITING,)))
+    assert loop.poll(0, 0, {"waiting": 0}, active=True).replicas == 1
+    assert loop.poll(400, 1, {"waiting": 12}, active=False).replicas == 0  # inactive past the 300 s cooldown
