@@ -166,7 +166,8 @@ INFERENCE_METRICS = {"inference_requests_waiting", "inference_requests_running",
                      "inference_inter_token_latency_seconds"}  # fmt: skip
 # in front of the engines: llm-d's endpoint picker and Dynamo's frontend, for pods and namespaces (not nodes)
 GATEWAY_METRICS = {"inference_pool_saturation", "inference_gateway_requests_running", "inference_stale_endpoints",
-                   "inference_frontend_time_to_first_token_seconds", "inference_frontend_time_to_first_token_p95_seconds",
+                   "inference_frontend_time_to_first_token_seconds",
+                   "inference_frontend_time_to_first_token_p95_seconds",
                    "inference_frontend_inter_token_latency_seconds",
                    "inference_frontend_inter_token_latency_p95_seconds"}  # fmt: skip
 
