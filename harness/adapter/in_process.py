@@ -14,7 +14,7 @@ from adapter.components import COMPONENTS, Components
 from adapter.settings import Settings
 from harness.kube.api import FakeKubeAPIServer
 from harness.kube.cluster import SecureAdapter
-from harness.stores import engines
+from harness.stores import engines, gateways
 
 
 def populate(kube: FakeKubeAPIServer) -> None:
@@ -36,9 +36,10 @@ def populate(kube: FakeKubeAPIServer) -> None:
         kube.put("pods", pod, labels, namespace="ml")
     kube.put("pods", "infer-0", {"app": "infer"}, namespace="serving")
     # the inference engines' pods (harness/stores/engines.py)
-    for namespace in sorted({e.namespace for e in engines.pods()}):
+    served = [*engines.pods(), *gateways.pods()]
+    for namespace in sorted({e.namespace for e in served}):
         kube.put("namespaces", namespace, {"team": "inference"})
-    for engine in {(e.namespace, e.pod): e for e in engines.pods()}.values():
+    for engine in {(e.namespace, e.pod): e for e in served}.values():
         kube.put("pods", engine.pod, {"app": engine.app}, namespace=engine.namespace)
 
 

@@ -34,6 +34,9 @@ VLLM_TTFT_BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5,
                      20.0, 40.0, 80.0, 160.0, 640.0, 2560.0)  # fmt: skip
 VLLM_LATENCY_BUCKETS = (0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0,
                         240.0, 480.0, 960.0, 1920.0, 7680.0)  # fmt: skip
+# vLLM's inter-token latency buckets (the same for vllm:time_per_output_token_seconds, the name it replaced)
+VLLM_ITL_BUCKETS = (0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0,
+                    40.0, 80.0)  # fmt: skip
 SGLANG_TTFT_BUCKETS = (0.1, 0.2, 0.4, 0.6, 0.8, 1.0, 2.0, 4.0, 6.0, 8.0, 10.0, 20.0, 40.0, 60.0, 80.0, 100.0, 200.0,
                        400.0)  # fmt: skip
 SGLANG_QUEUE_BUCKETS = (0.0, 0.001, 0.005, 0.01, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 3.0, 4.0, 5.0, 10.0, 15.0, 20.0, 30.0,
@@ -128,11 +131,18 @@ class VllmEngine:
     kv: float
     ttft: float = 0.25  # seconds, every request alike
     queue_time: float = 0.1
+    itl: float = 0.02  # seconds between two tokens, every gap alike
 
 
-def vllm(engines: Mapping[str, VllmEngine], model: str = "llama", version: str = "0.34") -> Callable[[Page], str]:
+def vllm(
+    engines: Mapping[str, VllmEngine], model: str = "llama", version: str = "0.34", hidden: bool = False
+) -> Callable[[Page], str]:
     """vLLM's V1 engine (``vllm/v1/metrics/loggers.py``): labels model_name and engine. ``version`` 0.10 writes the KV
-    gauge under both names, the old one's help marked deprecated; 0.9.1 only the old name."""
+    gauge under both names, the old one's help marked deprecated; 0.9.1 only the old name. The time between tokens is
+    ``vllm:inter_token_latency_seconds`` in 0.34, ``vllm:time_per_output_token_seconds`` in 0.10 and 0.9.1 (the same
+    observations, before the rename); ``hidden`` is --show-hidden-metrics-for-version, which writes the old name beside
+    the new one, its help marked deprecated (vLLM's tests/entrypoints/openai/test_metrics.py lists it in
+    HIDDEN_DEPRECATED_METRICS)."""
 
     def render(page: Page) -> str:
         def each(value: Callable[[VllmEngine], float]) -> list[tuple[Labels, float]]:
@@ -164,6 +174,15 @@ def vllm(engines: Mapping[str, VllmEngine], model: str = "llama", version: str =
                              VLLM_LATENCY_BUCKETS,
                              [({"engine": i, "model_name": model}, done, e.queue_time)
                               for i, e in engines.items()])  # fmt: skip
+        gaps = [({"engine": i, "model_name": model}, 9 * done, e.itl) for i, e in engines.items()]  # 10 tokens each
+        if version == "0.34":
+            text += py_histogram("vllm:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.",
+                                 VLLM_ITL_BUCKETS, gaps)  # fmt: skip
+        if version != "0.34" or hidden:
+            deprecated = "DEPRECATED: Use vllm:inter_token_latency_seconds instead." if hidden else ""
+            text += py_histogram("vllm:time_per_output_token_seconds",
+                                 "Histogram of time per output token in seconds." + deprecated,
+                                 VLLM_ITL_BUCKETS, gaps)  # fmt: skip
         return text
 
     return render
@@ -383,9 +402,13 @@ def pods() -> list[EnginePod]:
     return [
         EnginePod("llm", "vllm-0", "node-a", "chat", vllm({"0": VllmEngine(7, 12, 0.8123)})),
         EnginePod(
-            "llm", "vllm-1", "node-a", "chat", vllm({"0": VllmEngine(3, 5, 0.6, ttft=0.5), "1": VllmEngine(1, 6, 0.4)})
+            "llm",
+            "vllm-1",
+            "node-a",
+            "chat",
+            vllm({"0": VllmEngine(3, 5, 0.6, ttft=0.5, itl=0.04), "1": VllmEngine(1, 6, 0.4)}),
         ),
-        EnginePod("llm", "vllm-010-0", "node-a", "chat", vllm({"0": VllmEngine(2, 4, 0.5)}, version="0.10")),
+        EnginePod("llm", "vllm-010-0", "node-a", "chat", vllm({"0": VllmEngine(2, 4, 0.5, itl=0.05)}, version="0.10")),
         EnginePod("llm", "vllm-091-0", "node-a", "chat", vllm({"0": VllmEngine(0, 1, 0.25)}, version="0.9.1")),
         EnginePod("llm", "vllm-om-0", "node-a", "chat", garbled, vllm_served(VllmEngine(6, 9, 0.3))),
         EnginePod("llm", "sglang-0", "node-b", "chat", sglang(4, 6, 0.42, ttft=0.5, queue_time=0.2)),

@@ -22,7 +22,7 @@ from common.listener import Limits
 from harness.adapter.in_process import Adapter, MakeSecure, populate, settings_for
 from harness.kube.api import FakeKubeAPIServer
 from harness.kube.cluster import Cluster, SecureAdapter, grant_cluster_roles
-from harness.stores import engines
+from harness.stores import engines, gateways
 from harness.stores.exporter import FB, GPU, TENSOR, Exporter, exposition
 from harness.stores.kinds import PROMETHEUS
 from harness.stores.prometheus import Prometheus, run_prometheus
@@ -44,6 +44,9 @@ ENGINE_SERIES_AWAITED = (
     'rate({__name__="vllm:time_to_first_token_seconds_count"}[1m]) > 0',
     "rate(nv_inference_request_success[1m]) > 0",
     "rate(tgi_request_count[1m]) > 0",
+    "llm_d_epp_flow_control_pool_saturation",
+    'rate({__name__=~"dynamo_frontend_time_to_first_token_seconds_count"}[1m]) > 0',
+    'rate({__name__=~"nv_llm_http_service_inter_token_latency_seconds_count"}[1m]) > 0',
 )
 
 
@@ -64,7 +67,7 @@ class EnginePages:
 def engine_pages() -> Iterator[EnginePages]:
     with contextlib.ExitStack() as stack:
         targets = {}
-        for pod in engines.pods():
+        for pod in [*engines.pods(), *gateways.pods()]:
             page = engines.Page(pod.page)
             targets[stack.enter_context(Exporter(page.text, pod.negotiate)).target] = pod
         yield EnginePages(targets)

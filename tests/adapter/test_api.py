@@ -82,6 +82,14 @@ async def test_external_resource_list(adapter: Adapter) -> None:
         "inference_request_rate",
         "inference_capacity_demand",
         "inference_activity",
+        "inference_pool_saturation",
+        "inference_gateway_requests_running",
+        "inference_stale_endpoints",
+        "inference_frontend_time_to_first_token_seconds",
+        "inference_frontend_time_to_first_token_p95_seconds",
+        "inference_frontend_inter_token_latency_seconds",
+        "inference_frontend_inter_token_latency_p95_seconds",
+        "inference_inter_token_latency_seconds",
     }
     assert {r["kind"] for r in body["resources"]} == {"ExternalMetricValueList"}
 

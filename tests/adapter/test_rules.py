@@ -162,7 +162,14 @@ def test_an_override_resolves_once_the_rest_mapping_knows_its_resource() -> None
 GPU_METRICS = {"gpu_utilization", "gpu_memory_used", "gpu_engine_active", "gpu_sm_active", "gpu_tensor_active",
                "gpu_dram_active"}  # fmt: skip
 INFERENCE_METRICS = {"inference_requests_waiting", "inference_requests_running", "inference_kv_cache_usage",
-                     "inference_time_to_first_token_seconds", "inference_queue_time_seconds"}  # fmt: skip
+                     "inference_time_to_first_token_seconds", "inference_queue_time_seconds",
+                     "inference_inter_token_latency_seconds"}  # fmt: skip
+# in front of the engines: llm-d's endpoint picker and Dynamo's frontend, for pods and namespaces (not nodes)
+GATEWAY_METRICS = {"inference_pool_saturation", "inference_gateway_requests_running", "inference_stale_endpoints",
+                   "inference_frontend_time_to_first_token_seconds",
+                   "inference_frontend_time_to_first_token_p95_seconds",
+                   "inference_frontend_inter_token_latency_seconds",
+                   "inference_frontend_inter_token_latency_p95_seconds"}  # fmt: skip
 
 
 def test_default_rules_declare_the_gpu_and_inference_metrics() -> None:
@@ -176,10 +183,12 @@ def test_default_rules_declare_the_gpu_and_inference_metrics() -> None:
             for _, info in pairs:
                 declared.setdefault((name, str(info.group_resource)), []).append(series)
     names = GPU_METRICS | INFERENCE_METRICS
-    assert {name for name, _ in declared} == names
+    assert {name for name, _ in declared} == names | GATEWAY_METRICS
     for name in names:
         for resource in ("pods", "namespaces", "nodes"):
             assert (name, resource) in declared
+    for name in GATEWAY_METRICS:
+        assert {resource for n, resource in declared if n == name} == {"pods", "namespaces"}, name
     # each vLLM and SGLang name also as prometheus_client writes it to Prometheus 2.x, a colon made "_"
     assert set(declared["inference_requests_waiting", "pods"]) == {
         "vllm:num_requests_waiting", "vllm_num_requests_waiting", "sglang:num_queue_reqs", "sglang_num_queue_reqs",
@@ -187,7 +196,7 @@ def test_default_rules_declare_the_gpu_and_inference_metrics() -> None:
     }  # fmt: skip
     external = {name for r in rules.external_rules for _, name, _ in r.declared(BUILT_IN)}
     scaling = {"inference_demand", "inference_request_rate", "inference_capacity_demand", "inference_activity"}
-    assert external == names | scaling
+    assert external == names | GATEWAY_METRICS | scaling
 
 
 def test_default_pod_rules_accept_both_label_spellings() -> None:
