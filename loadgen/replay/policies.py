@@ -40,15 +40,8 @@ EXTERNAL_METRICS: dict[str, str] = {
         "held requests / 60 s) / finished requests, both a second over the last minute, when above 1"
     ),
     "inference_activity": "1 while requests arrived in the last minute, are held at the gateway or wait or run, else 0",
-}
-# What peers read that the adapter does not serve (yet): the replay's pipeline serves these as External metrics
-# with these definitions, scraped like the rest.
-EXTRA_METRICS: dict[str, str] = {
-    "inference_request_activity": (
-        "1 while the front door counted at least one request over the last minute, else 0: production-stack's "
-        "keepalive query sum(rate(vllm:num_incoming_requests_total[1m]) > bool 0) with its one router series"
-    ),
-    "inference_requests_in_flight": (
+    # the endpoint picker's own series; the replay's gateway writes none, so ServedMetrics models them
+    "inference_gateway_requests_running": (
         "requests the gateway has sent to an engine that have not finished, summed over the namespace (the "
         "engines' waiting plus running): what the endpoint picker's llm_d_epp_request_running counts"
     ),
@@ -56,6 +49,14 @@ EXTRA_METRICS: dict[str, str] = {
         "the endpoint picker's pool saturation (llm_d_epp_flow_control_pool_saturation, utilization detector): "
         "over the ready replicas, the highest of max(waiting / 5, KV cache ratio (0-1) / 0.8); 1.0 with no ready "
         "replica"
+    ),
+}
+# What peers read that the adapter does not serve (yet): the replay's pipeline serves these as External metrics
+# with these definitions, scraped like the rest.
+EXTRA_METRICS: dict[str, str] = {
+    "inference_request_activity": (
+        "1 while the front door counted at least one request over the last minute, else 0: production-stack's "
+        "keepalive query sum(rate(vllm:num_incoming_requests_total[1m]) > bool 0) with its one router series"
     ),
 }
 # The adapter's KEDA scaler as manifests/examples/keda and docs/keda.md ship it.
@@ -235,7 +236,7 @@ def _llm_d_keda_epp(name: str, signal: str, trigger: Trigger, overlay: str) -> P
         recommended_by=f"llm-d (KEDA on the endpoint picker's {signal})",
         source=f"{_LLM_D_OVERLAYS}/{overlay}",
         keda=ScaledObject(
-            triggers=(trigger, Trigger("inference_requests_in_flight", 16)),
+            triggers=(trigger, Trigger("inference_gateway_requests_running", 16)),
             min_replica_count=1,
             max_replica_count=DEFAULT_MAX_REPLICAS,
             polling_interval=15,

@@ -26,7 +26,7 @@ class ServedMetrics:
         if name == "inference_request_activity":
             rate = self.pipeline.external("inference_request_rate", self.namespace, t)
             return None if rate is None else float(rate > 0)
-        if name == "inference_requests_in_flight":
+        if name == "inference_gateway_requests_running":
             parts = [self.pipeline.external(m, self.namespace, t) for m in
                      ("inference_requests_waiting", "inference_requests_running")]  # fmt: skip
             values = [v for v in parts if v is not None]

@@ -133,6 +133,19 @@ EXAMPLE_METRICS = {
             },
         }
     ],
+    "inference-capacity-hpa": [
+        {
+            "type": "External",
+            "external": {"metric": {"name": "inference_capacity_demand"}, "target": {"type": "Value", "value": "80"}},
+        },
+        {
+            "type": "External",
+            "external": {
+                "metric": {"name": "inference_activity"},
+                "target": {"type": "AverageValue", "averageValue": "1"},
+            },
+        },
+    ],
 }
 
 

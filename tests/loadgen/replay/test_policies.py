@@ -13,6 +13,7 @@ import yaml
 from adapter.config.rules import default_rules_text, parse_rules
 from adapter.keda.metadata import MetricType, parse_metadata
 from adapter.naming.resources import BUILT_IN, PODS
+from harness.deploy.manifests import MANIFESTS, render
 from harness.deploy.validation import K8S_VERSIONS, problems
 from loadgen.autoscaling import Behavior, HpaSpec, MetricSpec, ScaledObject, ScalingPolicy, ScalingRules, Trigger
 from loadgen.replay import policies
@@ -188,7 +189,7 @@ def test_llm_d_keda_epp(name: str, signal: Trigger) -> None:
     # both overlays: sum(llm_d_epp_request_running{...}) threshold "16", metricType AverageValue, pollingInterval 15,
     # cooldownPeriod 300, minReplicaCount 1, scaleUp and scaleDown stabilizationWindowSeconds 300, Percent 100 / 15 s
     assert by_name(name).keda == ScaledObject(
-        triggers=(signal, Trigger("inference_requests_in_flight", 16, "AverageValue", 0)),
+        triggers=(signal, Trigger("inference_gateway_requests_running", 16, "AverageValue", 0)),
         min_replica_count=1,
         max_replica_count=DEFAULT_MAX_REPLICAS,
         polling_interval=15,
@@ -230,9 +231,15 @@ def test_gpuscale_first_proposal() -> None:
     assert by_name("gpuscale-first-proposal") not in POLICIES  # replayed only when named
 
 
+def test_gpuscale_is_the_shipped_example_but_for_its_cap() -> None:
+    shipped = render(MANIFESTS / "examples" / "inference-capacity-hpa").one("HorizontalPodAutoscaler", "chat")
+    written = yaml.safe_load(manifest(by_name("gpuscale"), "llm", "chat"))
+    assert written["spec"] == shipped["spec"] | {"maxReplicas": DEFAULT_MAX_REPLICAS}
+
+
 def test_gpuscale() -> None:
-    # manifests/examples/inference-hpa/hpa.yaml: the KV cache the arrivals need at llm-d's 0.8 (Value "80"), the
-    # activity to wake from zero (AverageValue "1"), any step up at once, scaleDown stabilizationWindowSeconds 600
+    # the KV cache the arrivals need at llm-d's 0.8 (Value "80"), the activity to wake from zero (AverageValue "1"),
+    # any step up at once, scaleDown stabilizationWindowSeconds 600
     assert by_name("gpuscale").hpa == HpaSpec(
         metrics=(
             MetricSpec("inference_capacity_demand", "External", 80, "Value"),
@@ -389,9 +396,9 @@ def test_every_trigger_is_a_question_the_adapters_scaler_accepts(p: Policy) -> N
 
 
 def test_a_manifest_names_the_metrics_the_adapter_does_not_serve_yet() -> None:
-    head = manifest(by_name("llm-d-epp-saturation"), "llm", "chat").splitlines()[:3]
-    assert head[2].endswith("inference_pool_saturation, inference_requests_in_flight (docs/replay-policies.md)")
-    assert not manifest(by_name("kserve"), "llm", "chat").splitlines()[2].startswith("#")
+    head = manifest(by_name("production-stack"), "llm", "chat").splitlines()[:3]
+    assert head[2].endswith("inference_request_activity (docs/replay-policies.md)")
+    assert not manifest(by_name("llm-d-epp-saturation"), "llm", "chat").splitlines()[2].startswith("#")
 
 
 def test_a_pods_trigger_takes_the_label_selector_given() -> None:

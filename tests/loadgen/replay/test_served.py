@@ -20,7 +20,7 @@ def served(*engines: EngineSample, requests: float = 0.0) -> ServedMetrics:
 
 def test_in_flight_is_the_namespaces_waiting_and_running_summed() -> None:
     m = served(engine("a", 2, 10, 0.5), engine("b", 1, 7, 0.2), engine("x", 50, 50, 0.9, namespace="other"))
-    assert m.external_metric("inference_requests_in_flight", 15.0) == 20.0
+    assert m.external_metric("inference_gateway_requests_running", 15.0) == 20.0
 
 
 def test_pool_saturation_is_the_most_saturated_replica() -> None:
