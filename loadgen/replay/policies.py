@@ -40,6 +40,10 @@ EXTERNAL_METRICS: dict[str, str] = {
         "held requests / 60 s) / finished requests, both a second over the last minute, when above 1"
     ),
     "inference_activity": "1 while requests arrived in the last minute, are held at the gateway or wait or run, else 0",
+    "inference_capacity_forecast": (
+        "100 x the most replicas' worth of KV cache that what arrived needed yesterday, from this time to 5 minutes "
+        "after (a recorded inference_capacity_demand x engines); 0 with no record yesterday"
+    ),
     # the endpoint picker's own series; the replay's gateway writes none, so ServedMetrics models them
     "inference_gateway_requests_running": (
         "requests the gateway has sent to an engine that have not finished, summed over the namespace (the "
@@ -300,10 +304,28 @@ GPUSCALE = Policy(
         ),
     ),
 )
+# The same with a floor from yesterday: the capacity the same time yesterday needed, from now to 5 minutes ahead.
+GPUSCALE_FORECAST = dataclasses.replace(
+    GPUSCALE,
+    name="gpuscale-forecast",
+    recommended_by="gpuscale, for traffic that repeats daily",
+    source='docs/adapter.md, "A forecast floor"',
+    hpa=dataclasses.replace(
+        GPUSCALE.hpa, metrics=(*GPUSCALE.hpa.metrics, MetricSpec("inference_capacity_forecast", "External", 80))
+    ),
+)
 POLICIES: tuple[Policy, ...] = (SEED, PRODUCTION_STACK, LLM_D_WVA, LLM_D_EPP_SATURATION, LLM_D_EPP_QUEUE, KSERVE,
                                 GPUSCALE)  # fmt: skip
 # Replayed when named in --policies.
-OTHER_POLICIES: tuple[Policy, ...] = (GPUSCALE_FIRST,)
+OTHER_POLICIES: tuple[Policy, ...] = (GPUSCALE_FIRST, GPUSCALE_FORECAST)
+FORECAST = "inference_capacity_forecast"  # a policy reading it is replayed twice: once for yesterday's record
+
+
+def without_forecast(policy: Policy) -> Policy:
+    """The policy without its forecast metric: what ran yesterday, recording what the forecast reads."""
+    assert policy.hpa is not None, "only an HPA policy reads the forecast"
+    metrics = tuple(m for m in policy.hpa.metrics if m.name != FORECAST)
+    return dataclasses.replace(policy, hpa=dataclasses.replace(policy.hpa, metrics=metrics))
 
 
 def quantity(value: float) -> str:

@@ -14,7 +14,7 @@ from typing import TextIO
 
 from .bound import Bound, clairvoyant, fluid_floor, met, replay_plan
 from .cost_model import CostModel
-from .policies import Policy, static_policy, with_max_replicas, with_min_replicas
+from .policies import FORECAST, Policy, static_policy, with_max_replicas, with_min_replicas, without_forecast
 from .served import ServedMetrics
 from .simulation import NAMESPACE, Outcome, Settings, Simulation, Timeline
 from .trace import Arrival
@@ -104,8 +104,14 @@ def _run_policy(spec: ReplaySpec, policy: Policy, initial: int, bound_gpu_second
         end = spec.arrivals[-1].at if spec.arrivals else 0.0
         print(f"replay: {policy.name}: {t / 60:.0f} of {end / 60:.0f} minutes", file=sys.stderr, flush=True)
 
-    sim = Simulation(spec.arrivals, policy, spec.settings, spec.cost, ServedMetrics(NAMESPACE), initial,
-                     progress=progress)  # fmt: skip
+    history: list[tuple[float, float]] = []
+    if FORECAST in policy.metrics:
+        # yesterday: the same arrivals, the policy without the forecast, Prometheus recording what it reads
+        yesterday = ServedMetrics(NAMESPACE)
+        Simulation(spec.arrivals, without_forecast(policy), spec.settings, spec.cost, yesterday, initial).run()
+        history = yesterday.recorded
+    sim = Simulation(spec.arrivals, policy, spec.settings, spec.cost, ServedMetrics(NAMESPACE, history=history),
+                     initial, progress=progress)  # fmt: skip
     return row(policy.name, policy.recommended_by, sim.run(), spec.settings, bound_gpu_seconds)
 
 

@@ -82,6 +82,7 @@ async def test_external_resource_list(adapter: Adapter) -> None:
         "inference_request_rate",
         "inference_capacity_demand",
         "inference_activity",
+        "inference_capacity_forecast",
         "inference_pool_saturation",
         "inference_gateway_requests_running",
         "inference_stale_endpoints",

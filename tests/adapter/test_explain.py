@@ -86,6 +86,7 @@ async def test_discovery_requests_list_the_catalog(adapter: Adapter) -> None:
         "gpu_utilization",
         "inference_activity",
         "inference_capacity_demand",
+        "inference_capacity_forecast",
         "inference_demand",
         "inference_frontend_inter_token_latency_p95_seconds",
         "inference_frontend_inter_token_latency_seconds",

@@ -195,7 +195,8 @@ def test_default_rules_declare_the_gpu_and_inference_metrics() -> None:
         "tgi_queue_size", "nv_inference_pending_request_count",
     }  # fmt: skip
     external = {name for r in rules.external_rules for _, name, _ in r.declared(BUILT_IN)}
-    scaling = {"inference_demand", "inference_request_rate", "inference_capacity_demand", "inference_activity"}
+    scaling = {"inference_demand", "inference_request_rate", "inference_capacity_demand", "inference_activity",
+               "inference_capacity_forecast"}  # fmt: skip
     assert external == names | GATEWAY_METRICS | scaling
 
 

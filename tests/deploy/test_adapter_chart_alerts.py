@@ -14,7 +14,7 @@ from harness.deploy.manifests import NAMESPACE, ROOT, Obj, Rendered
 from harness.deploy.prometheus_files import RULES, rule_groups
 from harness.deploy.validation import K8S_VERSIONS, problems
 
-ADAPTER_GROUP = "gpuscale.adapter.alerts"
+ADAPTER_GROUPS = ("gpuscale.inference.recording", "gpuscale.adapter.alerts")
 ON = ["prometheusRule.enabled=true"]
 
 
@@ -41,9 +41,9 @@ def test_the_prometheus_rule_is_made_only_when_enabled() -> None:
 
 
 def test_the_prometheus_rule_holds_exactly_the_adapters_group_of_the_rules_file() -> None:
-    expected = [g for g in rule_groups() if g["name"] == ADAPTER_GROUP]
-    assert len(expected) == 1, f"{RULES.name} has no group {ADAPTER_GROUP}"
-    assert expected[0]["rules"], "the adapter's group has no alerts"
+    expected = [g for g in rule_groups() if g["name"] in ADAPTER_GROUPS]
+    assert [g["name"] for g in expected] == list(ADAPTER_GROUPS), f"{RULES.name} lacks one of {ADAPTER_GROUPS}"
+    assert all(g["rules"] for g in expected), "an adapter group has no rules"
     rule = prometheus_rule(adapter_chart.template(settings=ON))
     assert rule["spec"]["groups"] == expected
 

@@ -44,7 +44,7 @@ OVERLAYS = {
 # The kustomize PrometheusRule holds the adapter's alerts too; the collector's chart ships the groups that need only
 # the collector's series (an adapter that is not installed would fire GPUScaleAdapterDown for good), and the adapter's
 # chart ships the adapter's (its prometheusRule).
-ADAPTER_GROUPS = {"gpuscale.adapter.alerts"}
+ADAPTER_GROUPS = {"gpuscale.inference.recording", "gpuscale.adapter.alerts"}
 COPIES = {
     "files/gpuscale-rules.yaml": RULES,
     "files/gpuscale-gpus.json": MANIFESTS / "dashboards" / "gpuscale-gpus.json",

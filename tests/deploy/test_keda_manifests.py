@@ -198,3 +198,30 @@ def test_the_documented_network_policy_patch_admits_keda_to_the_keda_port(tmp_pa
     assert keda[0]["from"][0]["namespaceSelector"] == {"matchLabels": {"kubernetes.io/metadata.name": "keda"}}
     named = {p["name"] for p in container(rendered.one("Deployment", "gpuscale-adapter"), "adapter")["ports"]}
     assert "keda" in named
+
+
+def test_the_documented_capacity_triggers_are_a_scaled_object_keda_and_the_scaler_accept() -> None:
+    """docs/keda.md's triggers for replicas that take a minute to load, and the same policy as the HPA example."""
+    doc = (ROOT / "docs" / "keda.md").read_text()
+    [spec] = [yaml.safe_load(b) for b in re.findall(r"```yaml\n(  minReplicaCount: 0\n.*?)```", doc, re.S)]
+    scaled = {
+        "apiVersion": "keda.sh/v1alpha1",
+        "kind": "ScaledObject",
+        "metadata": {"name": "chat", "namespace": "llm"},
+        "spec": {"scaleTargetRef": {"name": "chat"}, **spec},
+    }
+    for version in K8S_VERSIONS:
+        assert problems(scaled, version) == []
+    served = {r.name_as for r in parse_rules(default_rules_text(), "built-in").external_rules}
+    hpa = render(MANIFESTS / "examples" / "inference-capacity-hpa").one("HorizontalPodAutoscaler", "chat")["spec"]
+    as_hpa = []
+    for trigger in spec["triggers"]:
+        metadata = {k: v for k, v in trigger["metadata"].items() if k != "scalerAddress"}
+        query = parse_metadata(metadata)
+        assert (query.metric_type, query.metric in served) == (MetricType.EXTERNAL, True)
+        kind = trigger.get("metricType", "AverageValue")
+        key = "value" if kind == "Value" else "averageValue"
+        as_hpa.append({"type": "External", "external": {"metric": {"name": query.metric},
+                                                        "target": {"type": kind, key: str(query.target)}}})  # fmt: skip
+    assert as_hpa == hpa["metrics"]
+    assert spec["advanced"]["horizontalPodAutoscalerConfig"]["behavior"] == hpa["behavior"]

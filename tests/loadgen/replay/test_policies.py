@@ -418,3 +418,10 @@ def test_a_floor_raises_an_autoscaled_policys_minimum_and_says_so_in_its_name() 
     assert gpuscale.min_replicas == 4  # it was 0: scale to zero is given up
     assert with_min_replicas(static_policy(3), 4) == static_policy(3)
     assert with_min_replicas(GPUSCALE, 0) is GPUSCALE
+
+
+def test_the_forecast_policy_is_gpuscales_with_a_floor_and_replays_without_it_for_yesterday() -> None:
+    forecast = by_name("gpuscale-forecast")
+    assert forecast not in POLICIES
+    assert forecast.metrics == (*GPUSCALE.metrics, "inference_capacity_forecast")
+    assert policies.without_forecast(forecast).hpa == GPUSCALE.hpa

@@ -45,3 +45,23 @@ def test_request_activity_is_one_while_requests_arrive() -> None:
 def test_pods_metrics_are_those_of_the_namespace() -> None:
     m = served(engine("a", 2, 10, 0.5), engine("x", 50, 50, 0.9, namespace="other"))
     assert m.pods_metric("inference_requests_running", 15.0) == {"a": 10.0}
+
+
+def test_each_scrape_records_the_replicas_worth_of_kv_cache_what_arrives_needs() -> None:
+    metrics = served(engine("a", 0, 3, 0.5), engine("b", 0, 3, 0.3), engine("x", 0, 3, 0.9, namespace="other"))
+    # no rate yet: the capacity demand is the mean KV use, 40 %, on the namespace's 2 engines
+    assert metrics.recorded == [(15.0, pytest.approx(0.8))]
+    assert ServedMetrics("ns").recorded == []
+
+
+def test_the_forecast_is_yesterdays_most_from_now_to_five_minutes_ahead() -> None:
+    yesterday = [(0.0, 2.0), (15.0, 2.0), (300.0, 20.0), (315.0, 3.0)]
+    metrics = ServedMetrics("ns", history=yesterday)
+    assert metrics.external_metric("inference_capacity_forecast", 0.0) == 2000  # [0, 300], both ends in
+    assert metrics.external_metric("inference_capacity_forecast", 16.0) == 2000
+    assert metrics.external_metric("inference_capacity_forecast", 301.0) == 300
+    # past yesterday's record: 0 while today has one (an engine), none without
+    assert metrics.external_metric("inference_capacity_forecast", 700.0) is None
+    metrics.scrape(Scrape(700.0, (engine("a", 0, 1, 0.5),), (), ()))
+    assert metrics.external_metric("inference_capacity_forecast", 700.0) == 0
+    assert ServedMetrics("ns").external_metric("inference_capacity_forecast", 0.0) is None
