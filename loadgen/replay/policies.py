@@ -305,6 +305,7 @@ GPUSCALE = Policy(
     ),
 )
 # The same with a floor from yesterday: the capacity the same time yesterday needed, from now to 5 minutes ahead.
+assert GPUSCALE.hpa is not None
 GPUSCALE_FORECAST = dataclasses.replace(
     GPUSCALE,
     name="gpuscale-forecast",

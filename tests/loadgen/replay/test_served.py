@@ -50,7 +50,8 @@ def test_pods_metrics_are_those_of_the_namespace() -> None:
 def test_each_scrape_records_the_replicas_worth_of_kv_cache_what_arrives_needs() -> None:
     metrics = served(engine("a", 0, 3, 0.5), engine("b", 0, 3, 0.3), engine("x", 0, 3, 0.9, namespace="other"))
     # no rate yet: the capacity demand is the mean KV use, 40 %, on the namespace's 2 engines
-    assert metrics.recorded == [(15.0, pytest.approx(0.8))]
+    [(at, replicas)] = metrics.recorded
+    assert (at, replicas) == (15.0, pytest.approx(0.8))
     assert ServedMetrics("ns").recorded == []
 
 
