@@ -51,7 +51,8 @@ def test_each_scrape_records_the_replicas_worth_of_kv_cache_what_arrives_needs()
     metrics = served(engine("a", 0, 3, 0.5), engine("b", 0, 3, 0.3), engine("x", 0, 3, 0.9, namespace="other"))
     # no rate yet: the capacity demand is the mean KV use, 40 %, on the namespace's 2 engines
     [(at, replicas)] = metrics.recorded
-    assert (at, replicas) == (15.0, pytest.approx(0.8))
+    assert at == 15.0
+    assert replicas == pytest.approx(0.8)
     assert ServedMetrics("ns").recorded == []
 
 
