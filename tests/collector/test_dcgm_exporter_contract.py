@@ -10,13 +10,13 @@ collector's default) through the renames dcgm-exporter 4.9.0 and 4.10.0 list.
 
 from __future__ import annotations
 
+import re
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
 from collector.simulation.nvml import SimulatedNvml
 from harness.kube.threaded import ThreadedApiServer
@@ -69,17 +69,28 @@ class Family:
     samples: tuple[tuple[dict[str, str], float], ...]
 
 
+_SAMPLE = re.compile(r"^([A-Za-z_:][A-Za-z0-9_:]*)(?:\{(.*)\})? (\S+)$")
+_LABEL = re.compile(r'([A-Za-z_][A-Za-z0-9_]*)="((?:[^"\\]|\\.)*)"')
+
+
 def families(url: str) -> dict[str, Family]:
-    """The page as Prometheus text, parsed by prometheus_client: family name → type and samples."""
+    """The page's families as Go's expfmt reads the text format, which dcgm-exporter's contract parses with: name →
+    ``# TYPE`` and samples under the name the page gives (prometheus_client's parser would add ``_total`` to a
+    counter's, which the format does not ask for and dcgm-exporter does not serve)."""
     with urllib.request.urlopen(f"{url}/metrics", timeout=5) as resp:
         text = resp.read().decode()
-    out: dict[str, Family] = {}
-    for f in text_string_to_metric_families(text):
-        samples = tuple((dict(s.labels), s.value) for s in f.samples)
-        # prometheus_client names a counter's family without _total; the page's own name is the samples'
-        name = f.samples[0].name if f.samples else f.name
-        out[name] = Family(f.type, samples)
-    return out
+    types: dict[str, str] = {}
+    samples: dict[str, list[tuple[dict[str, str], float]]] = {}
+    for line in text.splitlines():
+        if line.startswith("# TYPE "):
+            _, _, name, type_ = line.split(" ", 3)
+            types[name] = type_
+        elif line and not line.startswith("#"):
+            match = _SAMPLE.match(line)
+            assert match, line
+            labels = {k: v.encode().decode("unicode_escape") for k, v in _LABEL.findall(match.group(2) or "")}
+            samples.setdefault(match.group(1), []).append((labels, float(match.group(3))))
+    return {name: Family(types.get(name, "untyped"), tuple(s)) for name, s in samples.items()}
 
 
 def contract_errors(found: dict[str, Family], wanted: dict[str, str]) -> list[str]:
