@@ -73,9 +73,7 @@ def gpu_families(
     families = []
     for counter in counters.counters:
         name, scale = counter.field, counter.scale
-        samples = tuple(
-            (labels + own, value) for labels, s in rows for own, value in _field_samples(name, s, scale)
-        )
+        samples = tuple((labels + own, value) for labels, s in rows for own, value in _field_samples(name, s, scale))
         if samples:
             families.append(Family(counter.series, counter.type, help_prefix + counter.help, samples))
     return families

@@ -142,9 +142,9 @@ def test_the_baseline_families_and_every_default_row(names: str, baseline: dict[
     unsupported = {name for name in metric_rows if "NVLINK" in name}
     assert contract_errors(found, {k: v for k, v in metric_rows.items() if k not in unsupported}) == []
     for name, _ in (row for row in rows if row[1] == "label"):
-        assert any(
-            labels.get(name) for n, f in found.items() if n.startswith("DCGM_FI_") for labels, _ in f.samples
-        ), name
+        assert any(labels.get(name) for n, f in found.items() if n.startswith("DCGM_FI_") for labels, _ in f.samples), (
+            name
+        )
     for name in baseline:
         assert any(any(labels.get(h) for h in HOSTNAME) for labels, _ in found[name].samples), name
     # ValidateAtLeastOneDCGMGPUFamily
