@@ -117,7 +117,7 @@ def test_validate_reads_only_the_device_wide_series_of_its_gpu(tmp_path: Path) -
 
 
 def test_validate_reads_dcgm_exporter_4_9_names_in_the_old_units(tmp_path: Path) -> None:
-    """The collector's default page (dcgm-exporter 4.9/4.10's names) is judged as the 4.8 one: a ratio is the percent."""
+    """The collector's default page (dcgm-exporter 4.9/4.10's names) is judged as the 4.8 one."""
     page = tmp_path / "metrics"
     page.write_text(
         'DCGM_FI_DEV_GPU_UTIL_RATIO{gpu="0",UUID="a"} 0.9\n'
