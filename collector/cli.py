@@ -134,7 +134,7 @@ def build_node(
     kube = kube or KubeAccess(settings.kubeconfig)
     bound = DEFAULT_TIMING.bound
     common = ((settings.hostname_label, settings.hostname),) if settings.hostname else ()
-    counters = counters or counters_file(settings.collectors)
+    counters = counters or counters_file(settings.collectors, names=settings.dcgm_names)
     label_names = OLD_NAMESPACE_LABELS if settings.old_namespace else None
     reader = NvmlReader(
         nvml, slow_every=round(settings.slow_interval / settings.interval), interval=settings.interval,
@@ -274,7 +274,7 @@ def counters_source(
     """``-m``'s ConfigMap (read once here: the process does not start without it), else the counters file.
     ``background``: where the ConfigMap's later reads report; ``kube``: where the API is (``build_node``)."""
     if settings.configmap is None:
-        return counters_file(settings.collectors, default_path)
+        return counters_file(settings.collectors, default_path, settings.dcgm_names)
     if settings.collectors:
         log.info("counters from ConfigMap %s (-m); -f %s is not read", settings.configmap, settings.collectors)
     refresh = settings.configmap_refresh

@@ -67,25 +67,38 @@ def gpu_families(
     ``label_names`` renames labels (``-o``: dcgm-exporter 1.x's ``uuid``, ``pod_name``, ...)."""
     # label fields of the whole node; a GPU's own (serial, VBIOS ...) are among its entity labels (gpu_labels)
     extra = common + tuple((name, label_values[name]) for name in counters.labels if name in label_values)
-    rows = [(_renamed(_merged(s.entity + extra, s.owner), label_names), s) for s in series]
+    # a label field named by its DCGM 4.7 name (DCGM_FI_SYSTEM_DRIVER_VERSION) carries that name; -o applies after
+    names = {**dict(counters.label_names), **(label_names or {})}
+    rows = [(_renamed(_merged(s.entity + extra, s.owner), names), s) for s in series]
     families = []
     for counter in counters.counters:
-        name = counter.field
-        samples = tuple((labels + own, value) for labels, s in rows for own, value in _field_samples(name, s))
+        name, scale = counter.field, counter.scale
+        samples = tuple((labels + own, value) for labels, s in rows for own, value in _field_samples(name, s, scale))
         if samples:
             families.append(Family(counter.series, counter.type, help_prefix + counter.help, samples))
     return families
 
 
-def _field_samples(name: str, series: Series) -> Samples:
-    """A series' samples of one field with the labels each adds: none, or one plain value, the last XID with its
-    code and message, or several (window counts, peer statuses)."""
+def _field_samples(name: str, series: Series, scale: float = 1.0) -> Samples:
+    """A series' samples of one field with the labels each adds: none, or one plain value (times ``scale``, into the
+    unit the series' name carries), the last XID with its code and message, or several (window counts, peer
+    statuses)."""
     if name in series.labelled:
         return series.labelled[name]
     if name not in series.values:
         return ()
     value = series.values[name]
-    return ((xid_labels(value) if name == XID_FIELD else (), value),)
+    if name == XID_FIELD:
+        return ((xid_labels(value), value),)
+    return (((), _scaled(value, scale)),)
+
+
+def _scaled(value: float, scale: float) -> float:
+    """``value`` in the unit ``scale`` leads to, to 15 significant digits (a double's exact ones): 74.4 % is a ratio
+    of 0.744, never 0.7440000000000001."""
+    if scale == 1.0:
+        return value
+    return float(f"{value * scale:.15g}")
 
 
 def _merged(named: Labels, owner: Labels) -> Labels:

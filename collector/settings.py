@@ -63,6 +63,10 @@ FLAGS = FlagTable(
         flag("-f", "--collectors", field="collectors", parse=optional_text, env=("DCGM_EXPORTER_COLLECTORS",),
              help="counters file (dcgm-exporter CSV format); when unset, /etc/dcgm-exporter/default-counters.csv "
              "if that file exists (dcgm-exporter's default), else the built-in file"),
+        flag("--dcgm-names", field="dcgm_names", parse=choice("4.10", "pre-4.9"), default="4.10",
+             help="names and units of the built-in default counters: 4.10 (dcgm-exporter 4.9 and 4.10, DCGM 4.7/4.8: "
+             "DCGM_FI_DEV_GPU_UTIL_RATIO 0-1, clocks in Hz, memory in bytes, energy in J) or pre-4.9 (dcgm-exporter "
+             "4.8 and earlier: DCGM_FI_DEV_GPU_UTIL in %%, MHz, MiB, mJ); a counters file or ConfigMap names its own"),
         flag("-m", "--configmap-data", field="configmap", parse=parse_configmap_ref, default="none",
              env=("DCGM_EXPORTER_CONFIGMAP_DATA",), help="read the counters from the 'metrics' key of the "
              "ConfigMap <namespace>:<name> through the Kubernetes API instead of a file (needs 'get' on it); "
@@ -209,6 +213,7 @@ class Settings:
     clock_events_window: float = FLAGS.default("clock-events-count-window-size")
     kubernetes: bool = FLAGS.default("kubernetes")
     configmap: ConfigMapRef | None = None  # --configmap-data's default, "none"
+    dcgm_names: str = FLAGS.default("dcgm-names")
     configmap_refresh: float = FLAGS.default("configmap-refresh")
     old_namespace: bool = FLAGS.default("use-old-namespace")
     remote_hostengine: str | None = FLAGS.default("remote-hostengine-info")

@@ -86,8 +86,24 @@ def expectations(kind: str, duty: float) -> list[Expectation]:
     return common + specific[kind]
 
 
+# dcgm-exporter 4.9's names (DCGM 4.7; the collector's default) of the series checked here → the 4.8 name and what
+# to multiply by to get its unit back, so a page in either spelling is judged alike
+_DCGM_4_9 = {
+    "DCGM_FI_DEV_GPU_UTIL_RATIO": ("DCGM_FI_DEV_GPU_UTIL", 100.0),
+    "DCGM_FI_DEV_BOARD_POWER_WATTS": ("DCGM_FI_DEV_POWER_USAGE", 1.0),
+    "DCGM_FI_DEV_FB_USED_BYTES": ("DCGM_FI_DEV_FB_USED", 1 / (1024 * 1024)),
+    "DCGM_FI_PROF_GR_ENGINE_UTIL_RATIO": ("DCGM_FI_PROF_GR_ENGINE_ACTIVE", 1.0),
+    "DCGM_FI_PROF_SM_UTIL_RATIO": ("DCGM_FI_PROF_SM_ACTIVE", 1.0),
+    "DCGM_FI_PROF_TENSOR_UTIL_RATIO": ("DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", 1.0),
+    "DCGM_FI_PROF_DRAM_UTIL_RATIO": ("DCGM_FI_PROF_DRAM_ACTIVE", 1.0),
+    "DCGM_FI_PROF_FP32_UTIL_RATIO": ("DCGM_FI_PROF_PIPE_FP32_ACTIVE", 1.0),
+    "DCGM_FI_PROF_FP64_UTIL_RATIO": ("DCGM_FI_PROF_PIPE_FP64_ACTIVE", 1.0),
+}
+
+
 def read_gpu_series(url: str, gpu: str, timeout: float = 5.0) -> dict[str, float]:
-    """Device-wide values of one GPU (series without a pod label) from a Prometheus text page."""
+    """Device-wide values of one GPU (series without a pod label) from a Prometheus text page; a series under
+    dcgm-exporter 4.9's name is also given under its 4.8 name, in that name's unit."""
     with urllib.request.urlopen(url, timeout=timeout) as resp:
         text = resp.read().decode()
     out: dict[str, float] = {}
@@ -96,6 +112,9 @@ def read_gpu_series(url: str, gpu: str, timeout: float = 5.0) -> dict[str, float
             labels = sample.labels
             if labels.get("gpu") == gpu and "pod" not in labels and "GPU_I_ID" not in labels:
                 out[sample.name] = sample.value
+                if sample.name in _DCGM_4_9:
+                    old, factor = _DCGM_4_9[sample.name]
+                    out.setdefault(old, sample.value * factor)
     return out
 
 

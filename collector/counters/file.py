@@ -4,7 +4,8 @@ One field a line, ``FIELD, type, help``; ``#`` starts a comment; spaces around f
 ``gauge``, ``counter`` and ``label`` (a label field becomes a label on every series); ``histogram`` and ``summary``
 are accepted and served as gauges, as dcgm-exporter does. A field this collector cannot serve is a warning that
 names the line, so a user's existing file keeps working. A field may be named by its dcgm-exporter 1.x name
-(``dcgm_gpu_temp``, ``counters/legacy_names.py``): the series then carries that name, as in dcgm-exporter.
+(``dcgm_gpu_temp``, ``counters/legacy_names.py``) or by its DCGM 4.7/4.8 name (``DCGM_FI_DEV_GPU_UTIL_RATIO``,
+``counters/dcgm_names.py``): the series then carries that name, in the unit that name carries.
 """
 
 from __future__ import annotations
@@ -14,11 +15,14 @@ import io
 from dataclasses import dataclass
 from pathlib import Path
 
+from collector.counters.dcgm_names import LABEL_SPELLINGS, SPELLINGS
 from collector.counters.legacy_names import FIELD_ALIASES
 from collector.errors import ConfigError
 from collector.nvml.fields import FIELDS, LABEL_FIELDS, MetricType, without_dcgm
 
 DEFAULT_FILE = "default-counters.csv"
+# --dcgm-names: which release's names and units the built-in defaults use
+DEFAULT_FILES = {"4.10": DEFAULT_FILE, "pre-4.9": "default-counters-pre-4.9.csv"}
 _TYPES: dict[str, MetricType | None] = {
     "gauge": "gauge",
     "counter": "counter",
@@ -34,6 +38,7 @@ class Counter:
     type: MetricType
     help: str
     name: str = ""  # the series name when the file names the field otherwise (a 1.x name such as dcgm_gpu_temp)
+    scale: float = 1.0  # from the field's unit to the unit the name carries (DCGM_FI_DEV_GPU_UTIL_RATIO: 0.01)
 
     @property
     def series(self) -> str:
@@ -48,6 +53,7 @@ class Counters:
     labels: tuple[str, ...]
     warnings: tuple[str, ...]
     source: str
+    label_names: tuple[tuple[str, str], ...] = ()  # label field → the name the file gives it, where they differ
 
     @property
     def fields(self) -> frozenset[str]:
@@ -57,8 +63,9 @@ class Counters:
 def parse(text: str, source: str) -> Counters:
     counters: list[Counter] = []
     labels: list[str] = []
+    label_names: list[tuple[str, str]] = []
     warnings: list[str] = []
-    seen: set[str] = set()
+    seen: set[tuple[str, float]] = set()
     # lines end at \n alone, as Go's csv reader ends them (str.splitlines would also end one at a form feed or
     # U+2028 inside a help text); a byte-order mark an editor wrote is not part of the first field's name
     for lineno, line in enumerate(text.removeprefix("\ufeff").split("\n"), start=1):
@@ -80,36 +87,47 @@ def parse(text: str, source: str) -> Counters:
             raise ConfigError(
                 f"{source}:{lineno}: unknown type {record[1]!r} for {name}; expected one of {', '.join(sorted(_TYPES))}"
             )
-        field = FIELD_ALIASES.get(name, name)
-        if field in seen:  # as dcgm-exporter: one series per field, the first line that names it
+        metric_type = _TYPES[type_name]
+        spelling = SPELLINGS.get(name)
+        if metric_type is None:
+            field = LABEL_SPELLINGS.get(name, name)
+        else:
+            field = spelling.field if spelling is not None else FIELD_ALIASES.get(name, name)
+        scale = spelling.scale if spelling is not None and metric_type is not None else 1.0
+        # as dcgm-exporter: one series per field, the first line that names it; a name in another unit is a
+        # field of its own in DCGM 4.7 (DCGM_FI_DEV_GPU_UTIL and DCGM_FI_DEV_GPU_UTIL_RATIO are both served)
+        if (field, scale) in seen:
             warnings.append(f"{source}:{lineno}: {name} is listed again; the first entry is used")
             continue
-        metric_type = _TYPES[type_name]
         if metric_type is None:
             if field not in LABEL_FIELDS:
                 warnings.append(f"{source}:{lineno}: {name} cannot be a label here; skipped")
                 continue
             labels.append(field)
+            if field != name:
+                label_names.append((field, name))
         elif field in FIELDS:
-            counters.append(Counter(field, metric_type, help_text, "" if field == name else name))
+            counters.append(Counter(field, metric_type, help_text, "" if field == name else name, scale))
         elif (why := without_dcgm(field)) is not None:
             warnings.append(f"{source}:{lineno}: {name} cannot be served without DCGM ({why}); skipped")
             continue
         else:
             warnings.append(f"{source}:{lineno}: {name} is not a field this collector serves; skipped")
             continue
-        seen.add(field)
+        seen.add((field, scale))
     if not counters:
         raise ConfigError(f"{source}: no field this collector serves is listed; nothing would be exported")
-    return Counters(tuple(counters), tuple(labels), tuple(warnings), source)
+    return Counters(tuple(counters), tuple(labels), tuple(warnings), source, tuple(label_names))
 
 
-def load(path: str | None) -> Counters:
-    """Read the counters file at ``path``, or the file shipped with the package when ``path`` is None."""
+def load(path: str | None, names: str = "4.10") -> Counters:
+    """Read the counters file at ``path``, or the file shipped with the package when ``path`` is None (``names``:
+    the release whose names and units it uses, ``--dcgm-names``)."""
     if path is None:
         # beside this module, as the wheel installs it (importlib.resources' reader would bring zipfile)
-        text = (Path(__file__).parent / DEFAULT_FILE).read_text(encoding="utf-8")
-        return parse(text, f"<built-in {DEFAULT_FILE}>")
+        default = DEFAULT_FILES[names]
+        text = (Path(__file__).parent / default).read_text(encoding="utf-8")
+        return parse(text, f"<built-in {default}>")
     try:
         # help texts in another encoding are served with U+FFFD where they are not UTF-8, not refused whole
         text = Path(path).read_bytes().decode("utf-8", errors="replace")

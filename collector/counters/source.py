@@ -33,25 +33,28 @@ class CountersSource(Protocol):
 
 
 class CountersFile:
-    """A counters file, reloaded when it changes; ``None``: the file shipped with the package."""
+    """A counters file, reloaded when it changes; ``None``: the file shipped with the package for the release
+    ``names`` (``--dcgm-names``)."""
 
-    def __init__(self, path: str | None) -> None:
+    def __init__(self, path: str | None, names: str = "4.10") -> None:
         self.path = path
-        self.description = path or f"<built-in {counters.DEFAULT_FILE}>"
+        self.names = names
+        self.description = path or f"<built-in {counters.DEFAULT_FILES[names]}>"
         self._file = WatchedFiles(Path(path) if path else None)  # a ConfigMap update swaps a symlink: new inode
 
     def load(self) -> Counters:
-        return counters.load(self.path)
+        return counters.load(self.path, self.names)
 
     def changed(self) -> bool:
         return self._file.changed()
 
 
-def counters_file(given: str | None, default: str = DCGM_EXPORTER_DEFAULT) -> CountersFile:
-    """``-f``'s file; without it, dcgm-exporter's default path when a file is there, else the built-in file."""
+def counters_file(given: str | None, default: str = DCGM_EXPORTER_DEFAULT, names: str = "4.10") -> CountersFile:
+    """``-f``'s file; without it, dcgm-exporter's default path when a file is there, else the built-in file of the
+    release ``names``."""
     if given is not None:
         return CountersFile(given)
     if Path(default).is_file():
         log.info("counters from %s (dcgm-exporter's default path; -f not given)", default)
         return CountersFile(default)
-    return CountersFile(None)
+    return CountersFile(None, names)

@@ -11,6 +11,7 @@ import pynvml
 import pytest
 
 from collector.collection import Collection
+from collector.counters.source import CountersFile
 from collector.nvml.api import Nvml
 from collector.nvml.reader import NvmlReader
 from collector.pods.attribution import Attribution
@@ -25,6 +26,12 @@ from harness.node.pod_directory import StaticPodDirectory
 from harness.node.samples import sample
 
 UIDS = {name: f"00000000-0000-4000-8000-0000000000{i:02d}" for i, name in enumerate("abcdefgh")}
+
+
+def pre_4_9_counters() -> CountersFile:
+    """The built-in counters in dcgm-exporter 4.8's names, which these tests read (the 4.10 names:
+    test_dcgm_exporter_contract.py)."""
+    return CountersFile(None, "pre-4.9")
 
 
 class Clock:
@@ -64,7 +71,7 @@ def build(tmp_path: Path, nvml: Nvml, clock: Clock, synced: bool = True) -> Node
     procs = proc_tree.ProcTree(tmp_path / "proc")
     directory = StaticPodDirectory({uid: ("ml", name) for name, uid in UIDS.items()}, synced=synced)
     attribution = Attribution(reader, watcher, directory, CgroupReader(str(procs.root)), sampler)
-    collection = Collection(reader, None, attribution=attribution, clock=clock)
+    collection = Collection(reader, pre_4_9_counters(), attribution=attribution, clock=clock)
     return Node(nvml, kubelet, watcher, sampler, collection, clock, procs)
 
 
@@ -194,7 +201,7 @@ def test_no_socket_means_series_without_pod_labels_and_a_self_metric(
     watcher = PodResourcesWatcher(PodResourcesClient(str(tmp_path / "missing.sock")), clock=clock)
     reader = NvmlReader(nvml)
     attribution = Attribution(reader, watcher, None, CgroupReader(str(tmp_path)), None)
-    collection = Collection(reader, None, attribution=attribution, clock=clock)
+    collection = Collection(reader, pre_4_9_counters(), attribution=attribution, clock=clock)
     for _ in range(3):
         asyncio.run(watcher.refresh_once())
         collection.run_once()

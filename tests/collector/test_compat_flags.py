@@ -67,7 +67,17 @@ def test_a_real_prometheus_stores_dcgm_counters_as_counters_and_reads_the_remote
     log = tmp_path / "collector.log"
     with (
         running_collector(
-            "--simulate-gpus", "1", "-c", "500", "-r", "gpu-host-7:5555", "--hostname-label", "hostname", log=log
+            "--simulate-gpus",
+            "1",
+            "-c",
+            "500",
+            "-r",
+            "gpu-host-7:5555",
+            "--hostname-label",
+            "hostname",
+            "--dcgm-names",
+            "pre-4.9",
+            log=log,
         ) as url,  # fmt: skip
         run_prometheus(tmp_path / "prom", [url.removeprefix("http://")], scrape_interval="1s") as prom,
     ):
@@ -176,7 +186,7 @@ def test_fallback_simulated_gpus_serves_them_when_nvml_cannot_start(tmp_path: Pa
         pynvml.nvmlShutdown()
         pytest.skip("NVML starts on this machine: the fallback is not used")
     log = tmp_path / "collector.log"
-    with running_collector("--fallback-simulated-gpus", "2", "-c", "200", log=log) as url:
+    with running_collector("--fallback-simulated-gpus", "2", "-c", "200", "--dcgm-names", "pre-4.9", log=log) as url:
         body, _ = scrape(url)
     assert 'DCGM_FI_DEV_GPU_UTIL{gpu="1"' in body
     assert "serving 2 SIMULATED GPUs (--fallback-simulated-gpus)" in log.read_text()

@@ -55,7 +55,8 @@ def started(tmp_path: Path, *args: str) -> Iterator[tuple[str, subprocess.Popen[
     log = tmp_path / "collector.log"
     with log.open("wb") as out:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "collector", "-a", f"127.0.0.1:{port}", *args],
+            # dcgm-exporter 4.8's names, which these tests read
+            [sys.executable, "-m", "collector", "-a", f"127.0.0.1:{port}", "--dcgm-names", "pre-4.9", *args],
             cwd=ROOT, env={**os.environ, "NODE_NAME": NODE}, stdout=out, stderr=subprocess.STDOUT,
         )  # fmt: skip
     try:

@@ -77,7 +77,16 @@ def test_the_command_line_writes_a_dump_of_what_a_scrape_was_served(tmp_path: Pa
     dumps = tmp_path / "dumps"
     env = {"DCGM_EXPORTER_DUMP_ENABLED": "true", "DCGM_EXPORTER_DUMP_COMPRESSION": "false"}
     with running_collector(
-        "--simulate-gpus", "1", "-c", "60000", "--dump-directory", str(dumps), env=env, collections=1
+        "--simulate-gpus",
+        "1",
+        "-c",
+        "60000",
+        "--dcgm-names",
+        "pre-4.9",
+        "--dump-directory",
+        str(dumps),
+        env=env,
+        collections=1,
     ) as url:
         body, _ = scrape(url)
         deadline = time.monotonic() + 10

@@ -14,7 +14,8 @@ ENV = {"NODE_NAME": "node-a"}
 
 # a value unlike the default for each flag that takes one, written as a user writes it
 VALUES = {
-    "collectors": "/x.csv", "address": ":9500", "collect-interval": "2000", "configmap-data": "ns:cm",
+    "collectors": "/x.csv", "dcgm-names": "pre-4.9", "address": ":9500", "collect-interval": "2000",
+    "configmap-data": "ns:cm",
     "remote-hostengine-info": "h:5555", "slow-fields-interval": "20000", "engine-utilization-interval": "6000",
     "simulate-gpus": "2", "fallback-simulated-gpus": "3", "kubernetes-pod-label-allowlist-regex": "^app",
     "pod-resources-kubelet-socket": "/k.sock", "nvidia-resource-names": "example.com/gpu", "hpc-job-mapping-dir": "/j",

@@ -113,7 +113,8 @@ def test_the_command_line_follows_a_gpu_that_leaves_and_comes_back(tmp_path: Pat
     spec = tmp_path / "spec.yaml"
     spec.write_text("gpus: 2\nabsent: {1: [[6, 12]]}\n")  # GPU 1 unbound from 6 s to 12 s into the run
     log = tmp_path / "collector.log"
-    with running_collector("--simulate-spec", str(spec), "-c", "200", "--enable-gpu-bind-unbind-watch",
+    with running_collector("--simulate-spec", str(spec), "-c", "200", "--dcgm-names", "pre-4.9",
+                           "--enable-gpu-bind-unbind-watch",
                            "--gpu-bind-unbind-poll-interval", "200ms", log=log) as url:  # fmt: skip
         seen: list[str] = []
         deadline = time.monotonic() + 40

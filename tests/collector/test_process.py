@@ -58,7 +58,7 @@ def get(url: str) -> str:
 @pytest.mark.prometheus
 def test_a_real_prometheus_scrapes_the_collector(tmp_path: Path) -> None:
     with (
-        collector("--simulate-gpus", "2", "-c", "500") as url,
+        collector("--simulate-gpus", "2", "-c", "500", "--dcgm-names", "pre-4.9") as url,
         run_prometheus(tmp_path, [url.removeprefix("http://")], scrape_interval="1s") as prom,
     ):
         up = prom.wait_for('up{job="gpuscale-collector"} == 1')

@@ -10,6 +10,7 @@ import pytest
 from prometheus_client.openmetrics.parser import text_string_to_metric_families as parse_openmetrics
 
 from collector.collection import Collection
+from collector.counters.source import CountersFile
 from collector.nvml.reader import NvmlReader
 from collector.server import answer_for
 from collector.web.messages import Answer, Request, Response, text
@@ -23,8 +24,14 @@ from harness.waiting import wait_until
 Serve = Callable[[Answer], Awaitable[Served]]
 
 
+def pre_4_9_counters() -> CountersFile:
+    """The built-in counters in dcgm-exporter 4.8's names, which these tests read (the 4.10 names:
+    test_dcgm_exporter_contract.py)."""
+    return CountersFile(None, "pre-4.9")
+
+
 async def test_metrics_in_text_and_openmetrics(serve: Serve, h200: ReplayNvml) -> None:
-    collection = Collection(NvmlReader(h200), None)
+    collection = Collection(NvmlReader(h200), pre_4_9_counters())
     collection.run_once()
     client = await serve(answer_for(collection))
     status, headers, text = await client.get("/metrics")
@@ -42,7 +49,7 @@ async def test_metrics_in_text_and_openmetrics(serve: Serve, h200: ReplayNvml) -
 async def test_health_is_503_with_the_reason_while_nvml_is_down(serve: Serve) -> None:
     nvml = ReplayNvml.load("h200")
     nvml.fail("nvmlInit", pynvml.NVML_ERROR_LIBRARY_NOT_FOUND)
-    collection = Collection(NvmlReader(nvml), None)
+    collection = Collection(NvmlReader(nvml), pre_4_9_counters())
     collection.run_once()
     client = await serve(answer_for(collection))
     status, _, text = await client.get("/health")
@@ -76,7 +83,7 @@ def index_only(body: bytes = b"ok\n") -> Answer:
 
 
 async def test_head_get_and_method_not_allowed(serve: Serve, h200: ReplayNvml) -> None:
-    collection = Collection(NvmlReader(h200), None)
+    collection = Collection(NvmlReader(h200), pre_4_9_counters())
     collection.run_once()
     client = await serve(answer_for(collection))
     async with client.session.head(client.url + "/metrics") as response:

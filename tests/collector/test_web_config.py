@@ -82,7 +82,19 @@ class Running:
 def collector(tmp_path: Path, config: Path | None, env: dict[str, str] | None = None) -> Iterator[Running]:
     port = free_port()
     log = tmp_path / f"collector-{port}.log"
-    args = [sys.executable, "-m", "collector", "--simulate-gpus", "2", "-c", "500", "-a", f"127.0.0.1:{port}"]
+    args = [
+        sys.executable,
+        "-m",
+        "collector",
+        "--simulate-gpus",
+        "2",
+        "-c",
+        "500",
+        "--dcgm-names",
+        "pre-4.9",
+        "-a",
+        f"127.0.0.1:{port}",
+    ]
     with log.open("wb") as out:
         proc = subprocess.Popen([*args, *(["--web-config-file", str(config)] if config else [])], cwd=ROOT,
                                 env={**os.environ, "NODE_NAME": "sim-node", **(env or {})}, stdout=out,

@@ -25,6 +25,7 @@ from aiohttp import web
 from prometheus_client.metrics import MetricWrapperBase
 
 from adapter.self_metrics import AdapterMetrics
+from collector.counters.dcgm_names import SPELLINGS
 from collector.self_metrics import SelfStats, self_families
 from demo.node import INFER, TRAINERS, simulated_setup
 from harness.deploy.manifests import ROOT
@@ -215,10 +216,11 @@ def style(request: pytest.FixtureRequest) -> str:
 def prometheus(tmp_path_factory: pytest.TempPathFactory, style: str) -> Iterator[Prometheus]:
     with live_monitoring(tmp_path_factory.mktemp("live"), renamed=style == "renamed") as prom:
         # pod-labelled series of every pod, including the two sharing a GPU (their shares need the pod directory)
-        prom.wait_for('count(DCGM_FI_DEV_GPU_UTIL{pod!=""})', timeout=90)
+        # the collector's default names are dcgm-exporter 4.10's: every dashboard query must find them
+        prom.wait_for('count(DCGM_FI_DEV_GPU_UTIL_RATIO{pod!=""})', timeout=90)
         pod_label = "exported_pod" if style == "renamed" else "pod"
         for pod in (*TRAINERS, *INFER):
-            prom.wait_for(f'DCGM_FI_DEV_GPU_UTIL{{{pod_label}="{pod}"}}', timeout=60)
+            prom.wait_for(f'DCGM_FI_DEV_GPU_UTIL_RATIO{{{pod_label}="{pod}"}}', timeout=60)
         prom.wait_for("kube_horizontalpodautoscaler_status_current_replicas")
         yield prom
 
@@ -245,11 +247,11 @@ def test_the_shipped_collector_job_scrapes_collectors_only_and_names_the_node(
         t["discoveredLabels"].get("__meta_kubernetes_pod_label_app_kubernetes_io_name") == "something-else"
         for t in dropped
     )
-    series = prometheus.query('DCGM_FI_DEV_GPU_UTIL{pod="trainer-0"}')
-    renamed = prometheus.query('DCGM_FI_DEV_GPU_UTIL{exported_pod="trainer-0"}')
+    series = prometheus.query('DCGM_FI_DEV_GPU_UTIL_RATIO{pod="trainer-0"}')
+    renamed = prometheus.query('DCGM_FI_DEV_GPU_UTIL_RATIO{exported_pod="trainer-0"}')
     if style == "honor_labels":  # a pod's GPU keeps the pod's name, not the collector's
         assert {s["metric"]["namespace"] for s in series} == {"ml"}
-        assert all("exported_pod" not in s["metric"] for s in prometheus.query("DCGM_FI_DEV_GPU_UTIL"))
+        assert all("exported_pod" not in s["metric"] for s in prometheus.query("DCGM_FI_DEV_GPU_UTIL_RATIO"))
     else:  # every series names the collector's pod; the GPU's pod moved to exported_*
         assert series == []
         assert {(s["metric"]["exported_namespace"], s["metric"]["pod"]) for s in renamed} == {("ml", COLLECTOR_POD[1])}
@@ -338,6 +340,11 @@ def known_series(prometheus: Prometheus) -> dict[str, set[str]]:
         if isinstance(metric, MetricWrapperBase):
             for suffix in SUFFIXES[str(metric._type)]:
                 known.setdefault(metric._name + suffix, set()).update(set(metric._labelnames) | TARGET_LABELS)
+    # the dashboards and rules read each series under dcgm-exporter 4.8's name too, which the collector serves with
+    # --dcgm-names=pre-4.9 with the same labels as the 4.10 name scraped here
+    for new, spelling in SPELLINGS.items():
+        if new in known:
+            known.setdefault(spelling.field, set()).update(known[new])
     faults = SelfStats(errors=Counter({("0", "GpuIsLost"): 1}))
     for own in self_families(faults, {(0, "DCGM_FI_PROF_SM_ACTIVE"): "NotSupported"}, 1):
         for labels, _ in own.samples:

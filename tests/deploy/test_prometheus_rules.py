@@ -42,8 +42,9 @@ def test_the_unit_tests_can_fail(tmp_path: Path) -> None:
     """The same tests against rules whose temperature threshold moved: promtool must report it."""
     shutil.copy(RULE_TESTS, tmp_path / RULE_TESTS.name)
     text = RULES.read_text()
-    assert "DCGM_FI_DEV_GPU_TEMP > 85" in text
-    (tmp_path / RULES.name).write_text(text.replace("DCGM_FI_DEV_GPU_TEMP > 85", "DCGM_FI_DEV_GPU_TEMP > 95"))
+    threshold = "DCGM_FI_DEV_GPU_TEMP_CELSIUS) > 85"  # either spelling, dcgm-exporter 4.8's or 4.9's
+    assert threshold in text
+    (tmp_path / RULES.name).write_text(text.replace(threshold, threshold.replace("85", "95")))
     done = promtool("test", "rules", RULE_TESTS.name, cwd=tmp_path)
     assert done.returncode != 0
     assert "GPUTemperatureHigh" in done.stdout + done.stderr

@@ -114,3 +114,21 @@ def test_validate_reads_only_the_device_wide_series_of_its_gpu(tmp_path: Path) -
         'DCGM_FI_DEV_GPU_UTIL{gpu="1",UUID="b"} 5\n'
     )
     assert read_gpu_series(page.as_uri(), "0") == {"DCGM_FI_DEV_GPU_UTIL": 90.0}
+
+
+def test_validate_reads_dcgm_exporter_4_9_names_in_the_old_units(tmp_path: Path) -> None:
+    """The collector's default page (dcgm-exporter 4.9/4.10's names) is judged as the 4.8 one."""
+    page = tmp_path / "metrics"
+    page.write_text(
+        'DCGM_FI_DEV_GPU_UTIL_RATIO{gpu="0",UUID="a"} 0.9\n'
+        'DCGM_FI_DEV_FB_USED_BYTES{gpu="0",UUID="a"} 2097152\n'
+        'DCGM_FI_PROF_TENSOR_UTIL_RATIO{gpu="0",UUID="a"} 0.85\n'
+    )
+    assert read_gpu_series(page.as_uri(), "0") == {
+        "DCGM_FI_DEV_GPU_UTIL_RATIO": 0.9,
+        "DCGM_FI_DEV_GPU_UTIL": 90.0,
+        "DCGM_FI_DEV_FB_USED_BYTES": 2097152.0,
+        "DCGM_FI_DEV_FB_USED": 2.0,
+        "DCGM_FI_PROF_TENSOR_UTIL_RATIO": 0.85,
+        "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE": 0.85,
+    }
