@@ -25,7 +25,6 @@ from decimal import ROUND_HALF_UP, Decimal
 SCRAPE_INTERVAL = 15.0  # seconds between scrapes unless the replay is told otherwise
 LOOKBACK = 300.0  # Prometheus's --query.lookback-delta default
 WINDOW = 60.0  # the built-in rules' rate() window, [1m]
-HELD_SPREAD = 60.0  # inference_capacity_demand counts the gateway's held requests as arriving over this many seconds
 
 POD_METRICS = (
     "gpu_utilization",
@@ -293,27 +292,25 @@ class MetricPipeline:
         return sum(held) if held else None
 
     def _capacity_demand(self, namespace: str, t: int) -> float | None:
-        # KV * clamp_min(NEED / SERVED, 1) or KV, where KV = avg(kv >= 0 <= 1) * 100; NEED = the arrivals plus the
-        # held requests / 60 (the sum of what is present); SERVED = what the engines there now finish a second at the
-        # last minute's rate per engine: sum(rate(finished[1m])) / (sum(count_over_time(kv[1m])) /
-        # max(count_over_time(kv[1m]))) * count(kv), so an engine that came up within the minute counts for the
-        # share of it that it served
+        # KV * clamp_min(ARRIVALS / SERVED, 1) or KV, where KV = avg(kv >= 0 <= 1) * 100; ARRIVALS as
+        # inference_request_rate; SERVED = what the engines there now finish a second at the last minute's rate per
+        # engine: sum(rate(finished[1m])) / (sum(count_over_time(kv[1m])) / max(count_over_time(kv[1m]))) *
+        # count(kv), so an engine that came up within the minute counts for the share of it that it reported
         engines = self._instant(self._engines, t, namespace).values()
         kv = _mean(v for s in engines if (v := _kv(s)) is not None)
         if kv is None:
             return None
         kv *= 100
-        arrivals, held = self._arrivals(namespace, t), self._held(namespace, t)
-        parts = [p for p in (arrivals, None if held is None else held / HELD_SPREAD) if p is not None]
+        arrivals = self._arrivals(namespace, t)
         done = self._rates(self._engines, _engine("success_total"), t, namespace)
         finished = sum(done.values()) if done else 0.0
-        if parts and finished > 0:
+        if arrivals is not None and finished > 0:
             # count_over_time and count read every sample of the series, a KV use outside 0-1 included
             start, kv_samples = t - self._window_ms, _engine("kv_cache_usage")
             samples = [n for key, target in sorted(self._engines.items())
                        if key[0] == namespace and (n := len(target.points(kv_samples, start, t)))]  # fmt: skip
             serving = finished / (sum(samples) / max(samples)) * len(engines)
-            return served(kv * max(sum(parts) / serving, 1.0))
+            return served(kv * max(arrivals / serving, 1.0))
         return served(kv)
 
     def _activity(self, namespace: str, t: int) -> float | None:

@@ -36,8 +36,8 @@ EXTERNAL_METRICS: dict[str, str] = {
     "inference_demand": "requests waiting in the namespace: the gateway's queue plus the engines' waiting",
     "inference_request_rate": "requests arriving per second over the last minute, counted at the front door",
     "inference_capacity_demand": (
-        "percent of the ready engines' KV cache the arrivals need: their mean KV use times (arrivals + the gateway's "
-        "held requests / 60 s) / finished requests, both a second over the last minute, when above 1"
+        "percent of the ready engines' KV cache the arrivals need: their mean KV use times arrivals / what the "
+        "engines there now finish, both a second over the last minute, when above 1"
     ),
     "inference_activity": "1 while requests arrived in the last minute, are held at the gateway or wait or run, else 0",
     "inference_capacity_forecast": (

@@ -162,8 +162,8 @@ def test_capacity_demand_scales_the_kv_use_by_what_arrives_over_what_finishes() 
                    engine("e-1", kv_cache_usage=0.8, success_total=5 * n)]  # fmt: skip
         pipeline.scrape(Scrape(at, engines=engines, gateways=[GatewaySample(NS, "epp-0", 30, 45 * n)]))
     # mean KV 90 %; in the window, 90 arrived and 30 finished over the 30 s sampled, each counter from zero at 0 s,
-    # so no extrapolation: 90 / 60 = 1.5/s and 0.5/s; the 30 held over 60 s add 0.5/s: (1.5 + 0.5) / 0.5 = 4
-    assert pipeline.external("inference_capacity_demand", NS, 30.0) == pytest.approx(90 * 4)
+    # so no extrapolation: 90 / 60 = 1.5/s and 0.5/s: 3; the 30 held were counted as they arrived
+    assert pipeline.external("inference_capacity_demand", NS, 30.0) == pytest.approx(90 * 3)
     calm = MetricPipeline()
     for at, n in ((0.0, 0), (15.0, 1)):
         calm.scrape(Scrape(at, engines=[engine("e-0", kv_cache_usage=0.5, success_total=10 * n)],
