@@ -25,6 +25,7 @@ from decimal import ROUND_HALF_UP, Decimal
 SCRAPE_INTERVAL = 15.0  # seconds between scrapes unless the replay is told otherwise
 LOOKBACK = 300.0  # Prometheus's --query.lookback-delta default
 WINDOW = 60.0  # the built-in rules' rate() window, [1m]
+QUEUE_CAP = 2.0  # inference_capacity_demand counts an engine's waiting requests up to as many as it runs
 
 POD_METRICS = (
     "gpu_utilization",
@@ -292,15 +293,21 @@ class MetricPipeline:
         return sum(held) if held else None
 
     def _capacity_demand(self, namespace: str, t: int) -> float | None:
-        # KV * clamp_min(ARRIVALS / SERVED, 1) or KV, where KV = avg(kv >= 0 <= 1) * 100; ARRIVALS as
+        # KV * max(ARRIVALS / SERVED, QUEUE, 1), where KV = avg(kv >= 0 <= 1) * 100; ARRIVALS as
         # inference_request_rate; SERVED = what the engines there now finish a second at the last minute's rate per
         # engine: sum(rate(finished[1m])) / (sum(count_over_time(kv[1m])) / max(count_over_time(kv[1m]))) *
-        # count(kv), so an engine that came up within the minute counts for the share of it that it reported
+        # count(kv), so an engine that came up within the minute counts for the share of it that it reported;
+        # QUEUE = avg over the engines running any of clamp_max((running + waiting) / running, 2)
         engines = self._instant(self._engines, t, namespace).values()
         kv = _mean(v for s in engines if (v := _kv(s)) is not None)
         if kv is None:
             return None
         kv *= 100
+        factors = [1.0]
+        # the queue: each engine's waiting over its running, as much again at most, averaged over the engines
+        queued = [(_waiting(e) or 0.0, r) for e in engines if (r := _running(e)) is not None and r > 0]
+        if queued:
+            factors.append(sum(min((r + w) / r, QUEUE_CAP) for w, r in queued) / len(queued))
         arrivals = self._arrivals(namespace, t)
         done = self._rates(self._engines, _engine("success_total"), t, namespace)
         finished = sum(done.values()) if done else 0.0
@@ -310,8 +317,8 @@ class MetricPipeline:
             samples = [n for key, target in sorted(self._engines.items())
                        if key[0] == namespace and (n := len(target.points(kv_samples, start, t)))]  # fmt: skip
             serving = finished / (sum(samples) / max(samples)) * len(engines)
-            return served(kv * max(arrivals / serving, 1.0))
-        return served(kv)
+            factors.append(arrivals / serving)
+        return served(kv * max(factors))
 
     def _activity(self, namespace: str, t: int) -> float | None:
         # max of (arrivals > bool 0), (held > bool 0) and (sum of the engines' waiting and running > bool 0), each

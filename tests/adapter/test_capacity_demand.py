@@ -28,7 +28,7 @@ from harness.stores.prometheus import Prometheus, run_prometheus
 pytestmark = [pytest.mark.prometheus]
 
 EM = "/apis/external.metrics.k8s.io/v1beta1"
-NAMESPACES = ("burst", "calm", "held", "sg", "idle", "generating", "cold", "waking")
+NAMESPACES = ("burst", "calm", "held", "queued", "backlog", "sg", "idle", "generating", "cold", "waking")
 
 
 class Page:
@@ -77,6 +77,11 @@ def series(n: int) -> list[Any]:
         # the gateway holds 120 requests; 4 arrive and 4 finish a scrape
         *vllm("held", "engine-0", n, kv=0.8, done=4, running=20),
         *gateway("held", n, arriving=4, held=120),
+        # keeping up, but 5 wait beside 10 running; and a backlog of 40 behind 4 running
+        *vllm("queued", "engine-0", n, kv=0.5, done=4, running=10, waiting=5),
+        *gateway("queued", n, arriving=4),
+        *vllm("backlog", "engine-0", n, kv=1.0, done=4, running=4, waiting=40),
+        *gateway("backlog", n, arriving=4),
         # SGLang counts its arrivals at /generate and what it finished in sglang:num_requests_total
         ("sg", "sglang-0", "sglang:token_usage", ',model_name="m"', 0.6),
         ("sg", "sglang-0", "sglang:num_requests_total", ',model_name="m"', float(3 * n)),
@@ -161,13 +166,22 @@ async def test_the_gateways_held_requests_count_once_as_they_arrived(adapter: Ad
     assert await external(adapter, "inference_capacity_demand", "held") == pytest.approx(80, rel=1e-9)
 
 
+async def test_a_queue_counts_for_what_waits_beside_what_runs_up_to_as_much_again(adapter: Adapter) -> None:
+    # as many arrive as finish; (10 running + 5 waiting) / 10: 1.5 x the KV use, 50
+    assert await external(adapter, "inference_capacity_demand", "queued") == pytest.approx(75, rel=1e-9)
+    # (4 + 40) / 4 = 11, counted as 2: a backlog no new replica can take asks for at most as much again
+    assert await external(adapter, "inference_capacity_demand", "backlog") == pytest.approx(200, rel=1e-9)
+    # burst's engines wait 40 and 35 beside 30 and 28 running (2 each, capped): the arrivals' 3 is larger (above)
+
+
 async def test_capacity_demand_has_no_value_without_a_ready_engine(adapter: Adapter) -> None:
     assert await external(adapter, "inference_capacity_demand", "cold") is None
     assert await external(adapter, "inference_capacity_demand", "waking") is None
 
 
 async def test_activity_is_1_while_anything_arrives_waits_or_runs(adapter: Adapter) -> None:
-    expected = {"burst": 1, "calm": 1, "held": 1, "sg": 1, "generating": 1, "cold": 1, "waking": 1, "idle": 0}
+    expected = {"burst": 1, "calm": 1, "held": 1, "queued": 1, "backlog": 1, "sg": 1, "generating": 1, "cold": 1,
+                "waking": 1, "idle": 0}  # fmt: skip
     assert {ns: await external(adapter, "inference_activity", ns) for ns in expected} == expected
 
 

@@ -156,8 +156,8 @@ async def answers(adapter: Adapter, path: str) -> dict[str, float]:
 
 
 def quantity(text: str) -> float:
-    scale = {"m": 1e-3, "k": 1e3}.get(text[-1:], 1.0)
-    return float(text[:-1] if text[-1:] in "mk" else text) * scale
+    scale = {"n": 1e-9, "u": 1e-6, "m": 1e-3, "k": 1e3}.get(text[-1:], 1.0)
+    return float(text[:-1] if text[-1:] in "numk" else text) * scale
 
 
 async def test_a_tenants_page_sets_no_gpu_value_of_another_pod_namespace_or_node(adapter: Adapter) -> None:
@@ -197,10 +197,12 @@ async def test_a_tenants_page_sets_no_demand_or_request_rate_of_another_namespac
     assert await answers(adapter, f"{EM}/namespaces/serving/inference_demand") == {"": 2}
     assert await answers(adapter, f"{EM}/namespaces/serving/inference_request_rate") == {"": 0}
     assert await answers(adapter, f"{EM}/namespaces/serving/inference_requests_waiting") == {"": 2}
-    # serving's engine finished nothing and nothing arrives: its capacity demand is its KV use; 2 wait: active
+    # serving's engine finished nothing and nothing arrives: its capacity demand is its KV use, 50, times (3 running
+    # + 2 waiting) / 3; 2 wait: active
     assert await answers(adapter, f"{EM}/namespaces/idle/inference_capacity_demand") == {}
     assert await answers(adapter, f"{EM}/namespaces/idle/inference_activity") == {}
-    assert await answers(adapter, f"{EM}/namespaces/serving/inference_capacity_demand") == {"": 50}
+    demand = await answers(adapter, f"{EM}/namespaces/serving/inference_capacity_demand")
+    assert demand == pytest.approx({"": 50 * 5 / 3}, rel=1e-6)
     assert await answers(adapter, f"{EM}/namespaces/serving/inference_activity") == {"": 1}
 
 

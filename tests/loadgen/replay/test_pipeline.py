@@ -176,6 +176,17 @@ def test_capacity_demand_scales_the_kv_use_by_what_arrives_over_what_finishes() 
     assert one.external("inference_capacity_demand", NS, 15.0) is None  # no engine
 
 
+def test_capacity_demand_counts_what_waits_beside_what_runs_up_to_as_much_again() -> None:
+    pipeline = MetricPipeline()
+    engines = [engine("e-0", kv_cache_usage=0.5, running=10, waiting=5),
+               engine("e-1", kv_cache_usage=0.5, running=4, waiting=40),
+               engine("e-2", kv_cache_usage=0.5, running=0, waiting=3)]  # fmt: skip
+    pipeline.scrape(Scrape(0.0, engines=engines))
+    # no rate yet; the queue: e-0 (10 + 5) / 10 = 1.5, e-1 (4 + 40) / 4 = 11 counted as 2, e-2 runs nothing and is
+    # left out: (1.5 + 2) / 2 = 1.75 x the mean KV use, 50
+    assert pipeline.external("inference_capacity_demand", NS, 0.0) == pytest.approx(50 * 1.75)
+
+
 def test_capacity_demand_counts_a_new_engine_for_the_share_of_the_minute_it_reported() -> None:
     pipeline = MetricPipeline()
     for n, at in enumerate((0.0, 15.0, 30.0, 45.0, 60.0)):
