@@ -51,3 +51,17 @@ def offline_scrape_config(discovered: dict[str, list[dict[str, Any]]]) -> dict[s
         assert [s.get("namespaces", {}).get("names") for s in sd] in ([[NAMESPACE]], [None])
         job["static_configs"] = discovered.get(job["job_name"], [])
     return config
+
+
+def discovered_pod(target: str, namespace: str, pod: str, node: str, app: str, engine: bool) -> dict[str, Any]:
+    """A static target with the labels Kubernetes discovery (role: pod) gives the pod's port named metrics."""
+    labels = {
+        "__meta_kubernetes_namespace": namespace,
+        "__meta_kubernetes_pod_name": pod,
+        "__meta_kubernetes_pod_node_name": node,
+        "__meta_kubernetes_pod_container_port_name": "metrics",
+        "__meta_kubernetes_pod_label_app_kubernetes_io_name": app,
+    }
+    if engine:
+        labels["__meta_kubernetes_pod_label_gpuscale_io_inference_engine"] = "true"
+    return {"targets": [target], "labels": labels}

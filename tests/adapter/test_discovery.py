@@ -51,7 +51,7 @@ async def test_default_rules_find_both_label_spellings(client: PrometheusClient)
     ]
     nodes = catalog.custom_metric("gpu_memory_used", GroupResource("nodes"))
     assert nodes is not None
-    assert [s.rule.where for s in nodes.sources] == ["built-in default rules: rules[9]"]
+    assert [s.rule.where for s in nodes.sources] == ["built-in default rules: rules[12]"]
     external = catalog.external_metric("GPU_TENSOR_ACTIVE")
     assert external is not None
     assert external.name == "gpu_tensor_active"

@@ -64,7 +64,7 @@ async def test_an_object_without_series_says_which_objects_have_them(adapter: Ad
     report = await adapter.get(f"{EXPLAIN}/namespaces/serving/pods/ghost/gpu_memory_used")
     assert report["answer"]["reason"] == "NotFound"
     text = why(report)
-    assert "rules[7]: Prometheus returned no samples" in text
+    assert "rules[10]: Prometheus returned no samples" in text
     assert "Prometheus has DCGM_FI_DEV_FB_USED series, but none with namespace=serving" in text
     assert "DCGM_FI_DEV_FB_USED series in serving exist for exported_pod in: infer-0" in text
 

@@ -21,6 +21,7 @@ from adapter.keda.externalscaler import externalscaler_pb2_grpc as pb_grpc
 from adapter.keda.settings import KedaSettings
 from harness.adapter.in_process import Adapter, settings_for
 from harness.kube.api import FakeKubeAPIServer
+from harness.stores import gateways
 from harness.stores.kinds import on_every_store
 from harness.stores.prometheus import Prometheus
 
@@ -44,6 +45,9 @@ SUFFIXES = {"n": 1e-9, "u": 1e-6, "m": 1e-3, "k": 1e3}
 async def adapter(
     kube: FakeKubeAPIServer, store: Prometheus, make_adapter: Callable[..., Awaitable[Adapter]], tmp_path: Path
 ) -> Adapter:
+    # every page of the gateway namespace scraped: the store starts scraping its targets at different times
+    pages = {p.pod for p in gateways.pods()}
+    store.wait_for('count by (pod) ({namespace="gateway"})', min_results=len(pages))
     keda = KedaSettings("127.0.0.1:0", stream_interval=0.1)
     return await make_adapter(settings_for(store.adapter_url, kube.kubeconfig(tmp_path / "kubeconfig"), keda=keda))
 

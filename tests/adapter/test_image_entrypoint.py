@@ -165,7 +165,9 @@ async def test_the_helm_charts_args_with_a_leading_adapter_run_the_adapter(setup
         assert "accepted and has no effect" not in text
 
 
-async def metrics_served(port: int, proc: asyncio.subprocess.Process, log: Path) -> str:
+async def metrics_served(
+    port: int, proc: asyncio.subprocess.Process, log: Path, series: str = "DCGM_FI_DEV_GPU_UTIL{"
+) -> str:
     body = ""
 
     async def up() -> bool:
@@ -175,7 +177,7 @@ async def metrics_served(port: int, proc: asyncio.subprocess.Process, log: Path)
         try:
             async with aiohttp.ClientSession() as s, s.get(f"http://127.0.0.1:{port}/metrics") as r:
                 body = await r.text()
-                return r.status == 200 and "DCGM_FI_DEV_GPU_UTIL{" in body
+                return r.status == 200 and series in body
         except aiohttp.ClientError:
             return False
 
@@ -193,8 +195,11 @@ async def test_dcgm_exporters_daemonset_args_run_the_collector(tmp_path: Path, g
     port = free_port()
     env = {"DCGM_EXPORTER_LISTEN": f"127.0.0.1:{port}", "GPUSCALE_COLLECTOR_SIMULATE_GPUS": "1"}
     log = tmp_path / "container.log"
+    # the counters file given is the one read; without one, the built-in file: dcgm-exporter 4.10's names (a ratio
+    # for utilization, bytes for memory, clocks in Hz among its fields)
+    utilization = "DCGM_FI_DEV_GPU_UTIL{" if given == "chart" else "DCGM_FI_DEV_GPU_UTIL_RATIO{"
     async with container(args, log, env) as proc:
-        body = await metrics_served(port, proc, log)
-    assert "DCGM_FI_DEV_FB_USED{" in body
-    # the counters file given is the one read; without one, the built-in file (clocks among its fields)
-    assert ("DCGM_FI_DEV_SM_CLOCK{" in body) is (given == "none")
+        body = await metrics_served(port, proc, log, utilization)
+    assert ("DCGM_FI_DEV_FB_USED{" in body) is (given == "chart")
+    assert ("DCGM_FI_DEV_FB_USED_BYTES{" in body) is (given == "none")
+    assert ("DCGM_FI_DEV_SM_CLOCK_HERTZ{" in body) is (given == "none")

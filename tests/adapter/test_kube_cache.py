@@ -155,7 +155,7 @@ async def test_list_errors_back_off_and_retry(api: KubernetesMetadataAPI, kube: 
     task = asyncio.create_task(reflector.run())
     try:
         await wait_until(lambda: reflector.synced, what="a list after the failure")
-        assert names(reflector, namespace=None) == ["edge", "gpu-system", "llm", "ml", "serving", "stack"]
+        assert names(reflector, namespace=None) == ["edge", "gateway", "gpu-system", "llm", "ml", "serving", "stack"]
         assert (
             metrics.registry.get_sample_value(
                 "gpuscale_adapter_kube_watch_restarts_total", {"resource": "namespaces", "reason": "error"}

@@ -26,7 +26,7 @@ from adapter.keda.externalscaler import externalscaler_pb2 as pb
 from adapter.keda.externalscaler import externalscaler_pb2_grpc as pb_grpc
 from adapter.keda.settings import KedaSettings
 from harness.adapter.in_process import Adapter, settings_for
-from harness.deploy.prometheus_files import RULES, offline_scrape_config
+from harness.deploy.prometheus_files import RULES, discovered_pod, offline_scrape_config
 from harness.kube.api import FakeKubeAPIServer
 from harness.stores.exporter import Exporter
 from harness.stores.prometheus import Prometheus, run_prometheus
@@ -73,20 +73,6 @@ def hostile_page(started: float) -> str:
                 f"DCGM_FI_PROF_PIPE_TENSOR_ACTIVE{{{VICTIM_GPU},{labels}}} 1",
             ]
     return "\n".join(lines) + "\n"
-
-
-def discovered_pod(target: str, namespace: str, pod: str, node: str, app: str, engine: bool) -> dict[str, Any]:
-    """A static target with the labels Kubernetes discovery (role: pod) gives the pod's port named metrics."""
-    labels = {
-        "__meta_kubernetes_namespace": namespace,
-        "__meta_kubernetes_pod_name": pod,
-        "__meta_kubernetes_pod_node_name": node,
-        "__meta_kubernetes_pod_container_port_name": "metrics",
-        "__meta_kubernetes_pod_label_app_kubernetes_io_name": app,
-    }
-    if engine:
-        labels["__meta_kubernetes_pod_label_gpuscale_io_inference_engine"] = "true"
-    return {"targets": [target], "labels": labels}
 
 
 @pytest.fixture(scope="module")

@@ -22,13 +22,12 @@ from adapter.keda.externalscaler import externalscaler_pb2 as pb
 from adapter.keda.externalscaler import externalscaler_pb2_grpc as pb_grpc
 from adapter.keda.settings import KedaSettings
 from harness.adapter.in_process import Adapter, settings_for
-from harness.deploy.prometheus_files import offline_scrape_config
+from harness.deploy.prometheus_files import discovered_pod, offline_scrape_config
 from harness.kube.api import FakeKubeAPIServer
 from harness.stores.engines import Page
 from harness.stores.exporter import Exporter
 from harness.stores.gateways import Frontend, Pool, dynamo_frontend, endpoint_picker
 from harness.stores.prometheus import Prometheus, run_prometheus
-from tests.adapter.test_tenant_labels import discovered_pod
 
 CM = "/apis/custom.metrics.k8s.io/v1beta2"
 EM = "/apis/external.metrics.k8s.io/v1beta1"

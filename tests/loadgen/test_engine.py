@@ -7,6 +7,7 @@ import io
 
 import pytest
 
+from harness.serving import Listed
 from loadgen.serving.arrivals import TokenRange
 from loadgen.serving.engine import Engine, measure_capacity
 from loadgen.serving.metrics import EngineMetrics
@@ -14,21 +15,6 @@ from loadgen.serving.progress import Progress
 from loadgen.serving.request import Request
 from loadgen.serving.scheduler import Limits, Scheduler
 from loadgen.serving.steps import ModelClock, SimulatedSteps, StepCost
-
-
-class Listed:
-    """Requests that arrive when the test says, in place of the Poisson process."""
-
-    def __init__(self, *requests: Request) -> None:
-        self._requests = list(requests)
-
-    def next_time(self) -> float | None:
-        return self._requests[0].arrival if self._requests else None
-
-    def due(self, t: float) -> list[Request]:
-        due = [r for r in self._requests if r.arrival <= t]
-        self._requests = self._requests[len(due) :]
-        return due
 
 
 def engine(limits: Limits, cost: StepCost, *requests: Request, progress: Progress | None = None) -> Engine:

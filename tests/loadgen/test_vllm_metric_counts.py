@@ -20,12 +20,12 @@ from __future__ import annotations
 from prometheus_client.exposition import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
+from harness.serving import Listed
 from loadgen.serving.engine import Engine
 from loadgen.serving.metrics import EngineMetrics
 from loadgen.serving.request import Request
 from loadgen.serving.scheduler import Limits, Scheduler
 from loadgen.serving.steps import ModelClock, SimulatedSteps, StepCost
-from tests.loadgen.test_engine import Listed
 
 LABELS = {"model_name": "m", "engine": "0"}
 N, PROMPT, MAX_TOKENS = 10, 12, 10  # vLLM's test: 10 requests of max_tokens 10
