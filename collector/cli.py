@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from collector.collection import Collection
 from collector.counters.configmap import ConfigMapCounters
 from collector.counters.legacy_names import OLD_NAMESPACE_LABELS
-from collector.counters.source import DCGM_EXPORTER_DEFAULT, CountersSource, counters_file
+from collector.counters.source import DCGM_EXPORTER_DEFAULT, CountersSource, InlineCounters, counters_file
 from collector.debug_dump import Dumper
 from collector.errors import ConfigError
 from collector.kube.config import SERVICE_ACCOUNT, KubeAccess
@@ -134,7 +134,9 @@ def build_node(
     kube = kube or KubeAccess(settings.kubeconfig)
     bound = DEFAULT_TIMING.bound
     common = ((settings.hostname_label, settings.hostname),) if settings.hostname else ()
-    counters = counters or counters_file(settings.collectors, names=settings.dcgm_names)
+    counters = counters or counters_file(
+        settings.collectors, names=settings.dcgm_names, inline=inline_counters(settings)
+    )
     label_names = OLD_NAMESPACE_LABELS if settings.old_namespace else None
     reader = NvmlReader(
         nvml, slow_every=round(settings.slow_interval / settings.interval), interval=settings.interval,
@@ -191,6 +193,13 @@ def main(
     settings = parse_settings(argv)
     kube = KubeAccess(settings.kubeconfig, service_account)
     configure_logging(settings)
+    for key in settings.config_without_effect:
+        log.info(
+            "%s: %s is accepted and has no effect: DCGM's field watches, their sample retention, the scrape "
+            "limit and Go's runtime metrics belong to dcgm-exporter's DCGM and Go runtime",
+            settings.config_file,
+            key,
+        )
     for flag in settings.ignored:
         log.info("%s is accepted and has no effect: %s", flag, FLAGS.flags[flag[2:]].ignored)
     if settings.remote_hostengine:
@@ -265,6 +274,13 @@ def _needing_kubernetes(settings: Settings) -> list[str]:
 # -- dcgm-exporter's other ways to run: counters from a ConfigMap, GPU bind/unbind, debug dumps -----------------
 
 
+def inline_counters(settings: Settings) -> InlineCounters | None:
+    """``--config-file``'s ``metrics.fields``, when it lists them."""
+    if settings.inline_counters is None or settings.config_file is None:
+        return None
+    return InlineCounters(settings.inline_counters, settings.config_file)
+
+
 def counters_source(
     settings: Settings,
     default_path: str = DCGM_EXPORTER_DEFAULT,
@@ -274,7 +290,7 @@ def counters_source(
     """``-m``'s ConfigMap (read once here: the process does not start without it), else the counters file.
     ``background``: where the ConfigMap's later reads report; ``kube``: where the API is (``build_node``)."""
     if settings.configmap is None:
-        return counters_file(settings.collectors, default_path, settings.dcgm_names)
+        return counters_file(settings.collectors, default_path, settings.dcgm_names, inline_counters(settings))
     if settings.collectors:
         log.info("counters from ConfigMap %s (-m); -f %s is not read", settings.configmap, settings.collectors)
     refresh = settings.configmap_refresh

@@ -14,7 +14,9 @@ import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from collector.config_file import ConfigFile, load_config_file
 from collector.counters.configmap import ConfigMapRef, parse_configmap_ref
+from collector.errors import ConfigError
 from collector.pods.labels import Pattern, parse_allowlist
 from common.flags import (
     FlagError,
@@ -63,6 +65,10 @@ FLAGS = FlagTable(
         flag("-f", "--collectors", field="collectors", parse=optional_text, env=("DCGM_EXPORTER_COLLECTORS",),
              help="counters file (dcgm-exporter CSV format); when unset, /etc/dcgm-exporter/default-counters.csv "
              "if that file exists (dcgm-exporter's default), else the built-in file"),
+        flag("--config-file", field="config_file", parse=optional_text, env=("DCGM_EXPORTER_CONFIG_FILE",),
+             help="dcgm-exporter's YAML configuration file (version 1 or 2): the counters (metrics.file or "
+             "metrics.fields), the collection interval and the GPU bind/unbind watch; a flag or variable given "
+             "for the same setting wins, and -f or -m replaces its counters"),
         flag("--dcgm-names", field="dcgm_names", parse=choice("4.10", "pre-4.9"), default="4.10",
              help="names and units of the built-in default counters: 4.10 (dcgm-exporter 4.9 and 4.10, DCGM 4.7/4.8: "
              "DCGM_FI_DEV_GPU_UTIL_RATIO 0-1, clocks in Hz, memory in bytes, energy in J) or pre-4.9 (dcgm-exporter "
@@ -205,6 +211,9 @@ FLAGS = FlagTable(
 @dataclass(frozen=True)
 class Settings:
     collectors: str | None = FLAGS.default("collectors")
+    config_file: str | None = FLAGS.default("config-file")
+    inline_counters: str | None = None  # --config-file's metrics.fields, as counters-file text
+    config_without_effect: tuple[str, ...] = ()  # --config-file's keys that this collector does not act on
     address: tuple[str, int] = FLAGS.default("address")
     interval: float = FLAGS.default("collect-interval")
     slow_interval: float = FLAGS.default("slow-fields-interval")
@@ -296,4 +305,29 @@ def parse_settings(argv: Sequence[str] | None = None, env: Mapping[str, str] | N
     except FlagError as e:
         print(usage_error(FLAGS.prog, str(e)), file=sys.stderr)
         sys.exit(2)
-    return Settings(**values.fields(), node_name=env.get("NODE_NAME") or socket.gethostname(), ignored=values.ignored)
+    fields = values.fields()
+    if fields["config_file"]:
+        try:
+            fields |= from_config_file(load_config_file(fields["config_file"]), values.given)
+        except ConfigError as e:
+            print(usage_error(FLAGS.prog, str(e)), file=sys.stderr)
+            sys.exit(2)
+    return Settings(**fields, node_name=env.get("NODE_NAME") or socket.gethostname(), ignored=values.ignored)
+
+
+def from_config_file(config: ConfigFile, given: frozenset[str]) -> dict[str, object]:
+    """The settings ``--config-file`` gives, below the flags and variables given (dcgm-exporter's precedence:
+    flags, then variables, then the file, then the defaults); ``-f`` or ``-m`` given replaces its counters."""
+    out: dict[str, object] = {"config_without_effect": config.without_effect}
+    if "collectors" not in given and "configmap-data" not in given:
+        if config.collectors is not None:
+            out["collectors"] = config.collectors
+        if config.inline_counters is not None:
+            out["inline_counters"] = config.inline_counters
+    if config.interval_ms is not None and "collect-interval" not in given:
+        out["interval"] = config.interval_ms / 1000
+    if config.bind_watch is not None and "enable-gpu-bind-unbind-watch" not in given:
+        out["bind_watch"] = config.bind_watch
+    if config.bind_poll_interval is not None and "gpu-bind-unbind-poll-interval" not in given:
+        out["bind_poll_interval"] = config.bind_poll_interval
+    return out

@@ -49,9 +49,27 @@ class CountersFile:
         return self._file.changed()
 
 
-def counters_file(given: str | None, default: str = DCGM_EXPORTER_DEFAULT, names: str = "4.10") -> CountersFile:
-    """``-f``'s file; without it, dcgm-exporter's default path when a file is there, else the built-in file of the
-    release ``names``."""
+class InlineCounters:
+    """The counters a YAML configuration file lists itself (``metrics.fields``), read at start as there."""
+
+    def __init__(self, text: str, config_file: str) -> None:
+        self.text = text
+        self.description = f"{config_file} (metrics.fields)"
+
+    def load(self) -> Counters:
+        return counters.parse(self.text, self.description)
+
+    def changed(self) -> bool:
+        return False
+
+
+def counters_file(
+    given: str | None, default: str = DCGM_EXPORTER_DEFAULT, names: str = "4.10", inline: InlineCounters | None = None
+) -> CountersFile | InlineCounters:
+    """``-f``'s file; else ``--config-file``'s inline fields; else dcgm-exporter's default path when a file is
+    there, else the built-in file of the release ``names``."""
+    if inline is not None and given is None:
+        return inline
     if given is not None:
         return CountersFile(given)
     if Path(default).is_file():
