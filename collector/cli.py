@@ -134,9 +134,7 @@ def build_node(
     kube = kube or KubeAccess(settings.kubeconfig)
     bound = DEFAULT_TIMING.bound
     common = ((settings.hostname_label, settings.hostname),) if settings.hostname else ()
-    counters = counters or counters_file(
-        settings.collectors, names=settings.dcgm_names, inline=inline_counters(settings)
-    )
+    counters = counters or inline_counters(settings) or counters_file(settings.collectors, names=settings.dcgm_names)
     label_names = OLD_NAMESPACE_LABELS if settings.old_namespace else None
     reader = NvmlReader(
         nvml, slow_every=round(settings.slow_interval / settings.interval), interval=settings.interval,
@@ -276,7 +274,7 @@ def _needing_kubernetes(settings: Settings) -> list[str]:
 
 def inline_counters(settings: Settings) -> InlineCounters | None:
     """``--config-file``'s ``metrics.fields``, when it lists them."""
-    if settings.inline_counters is None or settings.config_file is None:
+    if settings.inline_counters is None or settings.config_file is None or settings.collectors is not None:
         return None
     return InlineCounters(settings.inline_counters, settings.config_file)
 
@@ -290,7 +288,7 @@ def counters_source(
     """``-m``'s ConfigMap (read once here: the process does not start without it), else the counters file.
     ``background``: where the ConfigMap's later reads report; ``kube``: where the API is (``build_node``)."""
     if settings.configmap is None:
-        return counters_file(settings.collectors, default_path, settings.dcgm_names, inline_counters(settings))
+        return inline_counters(settings) or counters_file(settings.collectors, default_path, settings.dcgm_names)
     if settings.collectors:
         log.info("counters from ConfigMap %s (-m); -f %s is not read", settings.configmap, settings.collectors)
     refresh = settings.configmap_refresh

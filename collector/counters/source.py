@@ -63,13 +63,9 @@ class InlineCounters:
         return False
 
 
-def counters_file(
-    given: str | None, default: str = DCGM_EXPORTER_DEFAULT, names: str = "4.10", inline: InlineCounters | None = None
-) -> CountersFile | InlineCounters:
-    """``-f``'s file; else ``--config-file``'s inline fields; else dcgm-exporter's default path when a file is
-    there, else the built-in file of the release ``names``."""
-    if inline is not None and given is None:
-        return inline
+def counters_file(given: str | None, default: str = DCGM_EXPORTER_DEFAULT, names: str = "4.10") -> CountersFile:
+    """``-f``'s file; without it, dcgm-exporter's default path when a file is there, else the built-in file of the
+    release ``names``."""
     if given is not None:
         return CountersFile(given)
     if Path(default).is_file():
