@@ -2,6 +2,7 @@
 what its long name sets (``-rbmn`` once ended the start with "unknown flag")."""
 
 import re
+import tempfile
 from dataclasses import fields
 from pathlib import Path
 
@@ -12,9 +13,14 @@ from collector.settings import FLAGS, Settings, parse_settings
 DOC = Path(__file__).resolve().parents[2] / "docs" / "collector.md"
 ENV = {"NODE_NAME": "node-a"}
 
+# dcgm-exporter's YAML configuration is read as the flags are parsed: a real one, its counters from a file
+CONFIG_FILE = Path(tempfile.mkdtemp(prefix="collector-config-")) / "config.yaml"
+CONFIG_FILE.write_text("version: 1\nmetrics:\n  file: /x.csv\ncollection:\n  interval: 45s\n")
+
 # a value unlike the default for each flag that takes one, written as a user writes it
 VALUES = {
     "collectors": "/x.csv", "dcgm-names": "pre-4.9", "address": ":9500", "collect-interval": "2000",
+    "config-file": str(CONFIG_FILE),
     "configmap-data": "ns:cm",
     "remote-hostengine-info": "h:5555", "slow-fields-interval": "20000", "engine-utilization-interval": "6000",
     "simulate-gpus": "2", "fallback-simulated-gpus": "3", "kubernetes-pod-label-allowlist-regex": "^app",
