@@ -64,7 +64,8 @@ def add_replay_arguments(parser: argparse.ArgumentParser) -> None:
              "as llm-d's endpoint picker does, instead of queueing them in the engines")  # fmt: skip
     add("--sync-period", type=above_zero, default=D.controller.sync_period, metavar="SECONDS",
         help=f"the HPA controller's sync period (default {D.controller.sync_period:g})")  # fmt: skip
-    add("--max-replicas", type=at_least(1, int), default=64, help="every policy's replica cap (default 64)")
+    add("--max-replicas", type=at_least(1, int), default=None, metavar="N",
+        help="every policy's replica cap (default: twice the clairvoyant bound's peak, at least 64)")  # fmt: skip
     add(
         "--min-replicas",
         type=at_least(0, int),
@@ -123,7 +124,7 @@ def spec_from(args: argparse.Namespace) -> ReplaySpec:
     settings = Settings(args.cold_start, args.grace, args.scrape_interval, args.ttft_objective, limits,
                         replace(ControllerConfig(), sync_period=args.sync_period),
                         flow_control=args.flow_control)  # fmt: skip
-    if args.min_replicas > args.max_replicas:
+    if args.max_replicas is not None and args.min_replicas > args.max_replicas:
         raise LoadError(f"--min-replicas {args.min_replicas} is above --max-replicas {args.max_replicas}")
     spec = ReplaySpec(fitting, source, settings, cost, policies, args.slo_attainment, args.max_replicas,
                       args.min_replicas)  # fmt: skip

@@ -40,7 +40,8 @@ def table(report: Report) -> str:
         f"replica: {spec.cost.source}; at most {s.limits.max_batch} requests, {s.limits.kv_tokens:,} KV tokens, "
         f"{s.limits.max_step_tokens:,} tokens a step",
         f"bound: {report.bound_per_replica:.2f} requests/s a replica; fluid floor {report.fluid_floor:,.0f} GPU-s "
-        f"({report.fluid_floor / report.bound.gpu_seconds:.2f} x bound)",
+        f"({report.fluid_floor / report.bound.gpu_seconds:.2f} x bound); every policy capped at {spec.max_replicas} "
+        "replicas",
         "",
         "| " + " | ".join(COLUMNS) + " |",
         "|" + "---|" * len(COLUMNS),

@@ -14,7 +14,15 @@ from typing import TextIO
 
 from .bound import Bound, clairvoyant, fluid_floor, met, replay_plan
 from .cost_model import CostModel
-from .policies import FORECAST, Policy, static_policy, with_max_replicas, with_min_replicas, without_forecast
+from .policies import (
+    DEFAULT_MAX_REPLICAS,
+    FORECAST,
+    Policy,
+    static_policy,
+    with_max_replicas,
+    with_min_replicas,
+    without_forecast,
+)
 from .served import ServedMetrics
 from .simulation import NAMESPACE, Outcome, Settings, Simulation, Timeline
 from .trace import Arrival
@@ -28,7 +36,7 @@ class ReplaySpec:
     cost: CostModel
     policies: tuple[Policy, ...]
     attainment: float = 0.99  # the share of requests the objective asks within the TTFT objective
-    max_replicas: int = 64
+    max_replicas: int | None = None  # None: twice the bound's peak, at least DEFAULT_MAX_REPLICAS
     min_replicas: int = 0  # a floor every autoscaled policy is given besides its own (0: their own)
     workers: int = field(default_factory=lambda: min(2, os.cpu_count() or 1))
 
@@ -149,9 +157,15 @@ def replay(spec: ReplaySpec, out: TextIO = sys.stderr) -> Report:
                         bound_seconds)  # fmt: skip
         start = bound.schedule[0][1] if bound.schedule else 1
         peak = max((n for _, n in bound.schedule), default=1)
-        bounded = (with_min_replicas(with_max_replicas(p, spec.max_replicas), spec.min_replicas) for p in spec.policies)
+        # a cap below what the traffic needs would fail every policy alike: the default leaves each twice the peak
+        cap = (
+            spec.max_replicas
+            if spec.max_replicas is not None
+            else max(DEFAULT_MAX_REPLICAS, 2 * peak, spec.min_replicas)
+        )
+        bounded = (with_min_replicas(with_max_replicas(p, cap), spec.min_replicas) for p in spec.policies)
         policies = (*bounded, static_policy(peak))
-        spec = replace(spec, policies=policies)
+        spec = replace(spec, policies=policies, max_replicas=cap)
         jobs = [(p, _initial(p, start)) for p in policies]
         if pool is None:
             rows = tuple(_run_policy(spec, p, n, bound_seconds) for p, n in jobs)

@@ -26,6 +26,7 @@ def test_a_trace_through_two_policies_gives_their_rows_the_bound_and_the_best_ma
     assert out.returncode == 0, out.stderr
     assert "| gpuscale |" in out.stdout
     assert "| clairvoyant bound |" in out.stdout
+    assert "every policy capped at 64 replicas" in out.stdout  # twice the bound's peak is fewer
     rows = json.loads((tmp_path / "rows.json").read_text())
     assert [r["policy"] for r in rows] == ["gpuscale", "kserve", "static-peak", "clairvoyant bound"]
     for r in rows:
@@ -36,6 +37,18 @@ def test_a_trace_through_two_policies_gives_their_rows_the_bound_and_the_best_ma
     manifest = yaml.safe_load((tmp_path / "best.yaml").read_text())
     assert manifest["metadata"]["name"] == "vllm"
     assert best in (tmp_path / "best.yaml").read_text().splitlines()[0]
+
+
+def test_a_cap_given_is_every_policys_and_the_forecast_is_replayed_with_a_yesterday(tmp_path: Path) -> None:
+    trace = tmp_path / "t.csv"
+    trace.write_text(TRACE)
+    out = replay("--trace", str(trace), "--policies", "gpuscale-forecast", "--workers", "1", "--max-replicas", "3",
+                 "--json", str(tmp_path / "rows.json"))  # fmt: skip
+    assert out.returncode in (0, 1), out.stderr
+    assert "every policy capped at 3 replicas" in out.stdout
+    [forecast, *_] = json.loads((tmp_path / "rows.json").read_text())
+    assert forecast["policy"] == "gpuscale-forecast"
+    assert forecast["peak_replicas"] <= 3
 
 
 def test_errors_are_one_line_naming_what_is_wrong(tmp_path: Path) -> None:
