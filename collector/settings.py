@@ -13,8 +13,8 @@ import socket
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from collector.config_file import ConfigFile, load_config_file
 from collector.counters.configmap import ConfigMapRef, parse_configmap_ref
 from collector.errors import ConfigError
 from collector.pods.labels import Pattern, parse_allowlist
@@ -31,6 +31,9 @@ from common.flags import (
     string_list,
     usage_error,
 )
+
+if TYPE_CHECKING:
+    from collector.config_file import ConfigFile
 
 
 def parse_address(text: str) -> tuple[str, int]:
@@ -308,6 +311,9 @@ def parse_settings(argv: Sequence[str] | None = None, env: Mapping[str, str] | N
     fields = values.fields()
     if fields["config_file"]:
         try:
+            # imported here: the file is YAML, and a collector given none loads no YAML parser
+            from collector.config_file import load_config_file
+
             fields |= from_config_file(load_config_file(fields["config_file"]), values.given)
         except ConfigError as e:
             print(usage_error(FLAGS.prog, str(e)), file=sys.stderr)
