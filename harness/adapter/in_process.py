@@ -73,3 +73,5 @@ class Adapter:
 
 
 MakeSecure = Callable[..., Awaitable[SecureAdapter]]
+# an adapter with a plain KEDA scaler on a free port, over a Prometheus URL, given namespaces put in the cluster
+MakeKedaAdapter = Callable[..., Awaitable[Adapter]]

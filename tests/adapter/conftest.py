@@ -14,12 +14,13 @@ from aiohttp.test_utils import TestClient, TestServer
 
 from adapter.app import create_app
 from adapter.backends.auth_api import AuthAPI
+from adapter.keda.settings import KedaSettings
 from adapter.security import tls
 from adapter.security.auth_config import AuthSettings
 from adapter.settings import Settings
 from common.freshness import DEFAULT_TIMING, Timing
 from common.listener import Limits
-from harness.adapter.in_process import Adapter, MakeSecure, populate, settings_for
+from harness.adapter.in_process import Adapter, MakeKedaAdapter, MakeSecure, populate, settings_for
 from harness.kube.api import FakeKubeAPIServer
 from harness.kube.cluster import Cluster, SecureAdapter, grant_cluster_roles
 from harness.stores import engines, gateways
@@ -144,6 +145,22 @@ def make_adapter(aiohttp_client: AiohttpClient) -> Callable[..., Awaitable[Adapt
         if adapter.components.objects.api is not None:
             await wait_until(lambda: adapter.components.objects.synced, what="metadata cache synced")
         return adapter
+
+    return make
+
+
+@pytest.fixture
+def make_keda_adapter(
+    kube: FakeKubeAPIServer, make_adapter: Callable[..., Awaitable[Adapter]], tmp_path: Path
+) -> MakeKedaAdapter:
+    """An adapter on ``prometheus_url`` with its KEDA scaler on a free port (plain, streams every 0.1 s), the
+    ``namespaces`` put in the fake cluster first."""
+
+    async def make(prometheus_url: str, namespaces: tuple[str, ...] = ()) -> Adapter:
+        for namespace in namespaces:
+            kube.put("namespaces", namespace, {})
+        keda = KedaSettings("127.0.0.1:0", stream_interval=0.1)
+        return await make_adapter(settings_for(prometheus_url, kube.kubeconfig(tmp_path / "kubeconfig"), keda=keda))
 
     return make
 

@@ -6,8 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Awaitable, Callable, Iterator
-from pathlib import Path
+from collections.abc import Iterator
 from typing import Any
 
 import grpc
@@ -16,10 +15,8 @@ import pytest
 from adapter.app import KEDA
 from adapter.keda.externalscaler import externalscaler_pb2 as pb
 from adapter.keda.externalscaler import externalscaler_pb2_grpc as pb_grpc
-from adapter.keda.settings import KedaSettings
-from harness.adapter.in_process import Adapter, settings_for
+from harness.adapter.in_process import Adapter, MakeKedaAdapter
 from harness.deploy.prometheus_files import promtool
-from harness.kube.api import FakeKubeAPIServer
 from harness.stores.exporter import Exporter
 from harness.stores.prometheus import Prometheus, run_prometheus
 
@@ -60,16 +57,8 @@ def prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Prometheus]
 
 
 @pytest.fixture
-async def adapter(
-    kube: FakeKubeAPIServer,
-    prometheus: Prometheus,
-    make_adapter: Callable[..., Awaitable[Adapter]],
-    tmp_path: Path,
-) -> Adapter:
-    for namespace in ("daily", "new", "quiet", "none"):
-        kube.put("namespaces", namespace, {})
-    keda = KedaSettings("127.0.0.1:0", stream_interval=0.1)
-    return await make_adapter(settings_for(prometheus.url, kube.kubeconfig(tmp_path / "kubeconfig"), keda=keda))
+async def adapter(prometheus: Prometheus, make_keda_adapter: MakeKedaAdapter) -> Adapter:
+    return await make_keda_adapter(prometheus.url, ("daily", "new", "quiet", "none"))
 
 
 async def forecast(adapter: Adapter, namespace: str) -> list[str]:
