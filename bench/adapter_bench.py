@@ -32,7 +32,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 from adapter.config.rules import default_rules_text  # noqa: E402
 from harness.kube.api import FakeKubeAPIServer  # noqa: E402
-from harness.processes import free_port  # noqa: E402
+from harness.processes import free_port, launched  # noqa: E402
 from harness.stores.exporter import Exporter  # noqa: E402
 from harness.stores.prometheus import Prometheus, run_prometheus  # noqa: E402
 
@@ -92,22 +92,24 @@ def adapter_process(prom_url: str, kubeconfig: Path, *extra: str) -> Iterator[tu
     port = free_port()
     log = tempfile.NamedTemporaryFile(prefix="adapter-bench-", suffix=".log", delete=False)  # noqa: SIM115
     proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "adapter",
-            f"--prometheus-url={prom_url}",
-            f"--lister-kubeconfig={kubeconfig}",
-            "--insecure-serve-http",
-            "--insecure-disable-auth",
-            "--bind-address=127.0.0.1",
-            f"--secure-port={port}",
-            "--prometheus-timeout=60s",
-            *extra,
-        ],
+        launched(
+            [
+                sys.executable,
+                "-m",
+                "adapter",
+                f"--prometheus-url={prom_url}",
+                f"--lister-kubeconfig={kubeconfig}",
+                "--insecure-serve-http",
+                "--insecure-disable-auth",
+                "--bind-address=127.0.0.1",
+                f"--secure-port={port}",
+                "--prometheus-timeout=60s",
+                *extra,
+            ],
+            {0},
+        ),
         cwd=ROOT,
         stderr=log,
-        preexec_fn=lambda: os.sched_setaffinity(0, {0}),
     )
     try:
         yield f"http://127.0.0.1:{port}", proc
@@ -121,9 +123,8 @@ def python_hop(prom_url: str) -> Iterator[str]:
     """bench/python_hop.py, pinned to the adapter's CPU."""
     port = free_port()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "bench.python_hop", prom_url, str(port)],
+        launched([sys.executable, "-m", "bench.python_hop", prom_url, str(port)], {0}),
         cwd=ROOT,
-        preexec_fn=lambda: os.sched_setaffinity(0, {0}),
     )
     try:
         yield f"http://127.0.0.1:{port}/query"

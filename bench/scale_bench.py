@@ -49,7 +49,7 @@ from adapter.config.rules import default_rules_text  # noqa: E402
 from bench.adapter_bench import machine, metric_value, percentile, rss_mb  # noqa: E402
 from bench.keda_polling import POLLING_INTERVAL, Polls, poll  # noqa: E402
 from bench.scale_cluster import Cluster, add_cluster_arguments, cluster_of  # noqa: E402
-from harness.processes import free_port, stop  # noqa: E402
+from harness.processes import free_port, launched, stop  # noqa: E402
 from harness.stores.exporter import Exporter  # noqa: E402
 from harness.stores.prometheus import Prometheus, run_prometheus  # noqa: E402
 
@@ -78,9 +78,7 @@ def cpu_set(text: str) -> set[int]:
 @contextmanager
 def process(args: list[str], log: Path, cpus: set[int]) -> Iterator[subprocess.Popen[bytes]]:
     with log.open("wb") as out:
-        proc = subprocess.Popen(
-            args, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, preexec_fn=lambda: os.sched_setaffinity(0, cpus)
-        )
+        proc = subprocess.Popen(launched(args, cpus), cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)
     try:
         yield proc
     finally:

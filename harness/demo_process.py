@@ -19,6 +19,8 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
+from harness.processes import launched
+
 ROOT = Path(__file__).resolve().parents[1]
 LOOP_RUNS = r"^\s+\d+s\s+1 "  # a line of the table: the chain is up and the loop runs
 
@@ -56,18 +58,13 @@ def alive(pid: int) -> bool:
     return state != "Z"
 
 
-def _sigint_at_its_default() -> None:
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-
-
 @contextlib.contextmanager
 def running(command: Sequence[str], env: Mapping[str, str] | None = None) -> Iterator[subprocess.Popen[str]]:
     """``command`` in the repository, in a process group of its own, its output (stderr too) in one pipe; ``env``
     added to the environment."""
     process = subprocess.Popen(
-        command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}, process_group=0,
-        preexec_fn=_sigint_at_its_default,
+        launched(command, sigint_default=True), cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        text=True, env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}, process_group=0,
     )  # fmt: skip
     try:
         yield process

@@ -6,13 +6,34 @@ from __future__ import annotations
 
 import socket
 import subprocess
+import sys
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
 from harness.parent_death import guarded
+
+# Sets up the process it runs in, then becomes the program: what ``preexec_fn`` would do, without running Python
+# between fork and exec in a parent with threads (gRPC's fork handlers there once killed a child before its exec).
+_SET_UP_THEN_EXEC = """
+import os, signal, sys
+cpus, sigint, *program = sys.argv[1:]
+if cpus:
+    os.sched_setaffinity(0, {int(cpu) for cpu in cpus.split(",")})
+if sigint == "default":
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+os.execvp(program[0], program)
+"""
+
+
+def launched(args: Sequence[str], cpus: set[int] | None = None, sigint_default: bool = False) -> list[str]:
+    """``args`` started on ``cpus`` only (all if None), and with SIGINT at its default action if ``sigint_default``
+    (a parent run in the background by a shell ignores SIGINT, and its children inherit that)."""
+    placed = ",".join(str(cpu) for cpu in sorted(cpus or ()))
+    sigint = "default" if sigint_default else "inherit"
+    return [sys.executable, "-I", "-S", "-c", _SET_UP_THEN_EXEC, placed, sigint, *args]
 
 
 def free_port() -> int:

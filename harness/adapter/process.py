@@ -17,7 +17,7 @@ import aiohttp
 
 from harness.kube.api import FakeKubeAPIServer
 from harness.kube.cluster import Cluster, grant_cluster_roles
-from harness.processes import free_port
+from harness.processes import free_port, launched
 
 ROOT = Path(__file__).resolve().parents[2]
 _WITH_LIMITS = (
@@ -76,16 +76,11 @@ async def secure_adapter(
     log_path = workdir / "adapter.log"
     log = log_path.open("wb")
 
-    def pin() -> None:
-        if cpus:
-            os.sched_setaffinity(0, cpus)
-
-    command = ["-m", "adapter"]
+    command = [sys.executable, "-m", "adapter"]
     if limits:
-        command = ["-c", _WITH_LIMITS.format(dict(limits))]
+        command = [sys.executable, "-c", _WITH_LIMITS.format(dict(limits))]
     proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        *command,
+        *launched(command, cpus),
         f"--prometheus-url={prometheus_url}",
         f"--lister-kubeconfig={kubeconfig}",
         f"--authentication-kubeconfig={kubeconfig}",
@@ -97,7 +92,6 @@ async def secure_adapter(
         cwd=root,
         env={**os.environ, **(env or {})},
         stderr=log,
-        preexec_fn=pin,
     )
     served = AdapterProcess(proc.pid, "127.0.0.1", port, certs / "apiserver.crt", log_path, proc)
     try:
