@@ -8,13 +8,12 @@ from __future__ import annotations
 import math
 import threading
 from collections import defaultdict
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from aiohttp import web
-from aiohttp.test_utils import TestClient
+from aiohttp.test_utils import TestClient, TestServer
 
 from adapter.app import create_app
 from harness.adapter.in_process import Adapter, settings_for
@@ -27,7 +26,6 @@ from loadgen.replay.pipeline import POD_METRICS, EngineSample, GatewaySample, Gp
 
 pytestmark = [pytest.mark.prometheus, pytest.mark.slow]
 
-AiohttpClient = Callable[[web.Application], Awaitable[TestClient[web.Request, web.Application]]]
 NS = "replay"
 ENGINES = ("engine-0", "engine-1", "engine-2")
 GATEWAY = "epp-0"
@@ -136,33 +134,35 @@ def first_without(pod: str, scrapes: list[Scrape]) -> float:
 
 
 async def served_at(
-    aiohttp_client: AiohttpClient, prom: Prometheus, kubeconfig: Path, at: int
+    prom: Prometheus, kubeconfig: Path, at: int
 ) -> tuple[dict[str, dict[str, float]], dict[str, float | None]]:
-    """The adapter's Pods metrics (pod → value) and External metrics at ``at``, a whole second."""
+    """The adapter's Pods metrics (pod → value) and External metrics at ``at``, a whole second, from an adapter that
+    is stopped before this returns (one per query time: left running, their watches and connections pile up)."""
     settings = settings_for(f"{prom.url}/?time={at}", kubeconfig, cache_ttl=0.0)
-    adapter = Adapter(await aiohttp_client(create_app(settings)))
-    await wait_until(lambda: adapter.components.objects.synced, what="metadata cache synced")
+    async with TestClient(TestServer(create_app(settings))) as client:
+        adapter = Adapter(client)
+        await wait_until(lambda: adapter.components.objects.synced, what="metadata cache synced")
 
-    async def get(path: str) -> list[dict[str, Any]]:
-        resp = await adapter.client.get(path)
-        body = await resp.json()
-        assert resp.status in (200, 404), body
-        items: list[dict[str, Any]] = body.get("items", [])
-        return items
+        async def get(path: str) -> list[dict[str, Any]]:
+            resp = await client.get(path)
+            body = await resp.json()
+            assert resp.status in (200, 404), body
+            items: list[dict[str, Any]] = body.get("items", [])
+            return items
 
-    pods = {
-        metric: {
-            item["describedObject"]["name"]: float(parse_quantity(item["value"]))
-            for item in await get(f"{CM}/namespaces/{NS}/pods/*/{metric}")
+        pods = {
+            metric: {
+                item["describedObject"]["name"]: float(parse_quantity(item["value"]))
+                for item in await get(f"{CM}/namespaces/{NS}/pods/*/{metric}")
+            }
+            for metric in POD_METRICS
         }
-        for metric in POD_METRICS
-    }
-    external: dict[str, float | None] = {}
-    for metric in ("inference_demand", "inference_request_rate", "inference_requests_waiting",
-                   "inference_capacity_demand", "inference_activity"):  # fmt: skip
-        items = await get(f"{EM}/namespaces/{NS}/{metric}")
-        external[metric] = float(parse_quantity(items[0]["value"])) if items else None
-    return pods, external
+        external: dict[str, float | None] = {}
+        for metric in ("inference_demand", "inference_request_rate", "inference_requests_waiting",
+                       "inference_capacity_demand", "inference_activity"):  # fmt: skip
+            items = await get(f"{EM}/namespaces/{NS}/{metric}")
+            external[metric] = float(parse_quantity(items[0]["value"])) if items else None
+        return pods, external
 
 
 def close(a: float | None, b: float | None) -> bool:
@@ -172,7 +172,7 @@ def close(a: float | None, b: float | None) -> bool:
 
 
 async def test_the_replay_serves_what_prometheus_and_the_adapter_serve(
-    scripted: tuple[ScriptedPage, Exporter], tmp_path: Path, aiohttp_client: AiohttpClient
+    scripted: tuple[ScriptedPage, Exporter], tmp_path: Path
 ) -> None:
     script, exporter = scripted
     kube = FakeKubeAPIServer()
@@ -192,7 +192,7 @@ async def test_the_replay_serves_what_prometheus_and_the_adapter_serve(
                 pipeline = MetricPipeline()
                 for scrape in (s for s in scrapes if s.at <= at):
                     pipeline.scrape(scrape)
-                pods, external = await served_at(aiohttp_client, prom, kubeconfig, at)
+                pods, external = await served_at(prom, kubeconfig, at)
                 for metric in POD_METRICS:
                     replayed = {pod: v for (_, pod), v in pipeline.pods(metric, at).items()}
                     assert replayed.keys() == pods[metric].keys(), (metric, at)
