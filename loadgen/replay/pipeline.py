@@ -297,7 +297,8 @@ class MetricPipeline:
         # inference_request_rate; SERVED = what the engines there now finish a second at the last minute's rate per
         # engine: sum(rate(finished[1m])) / (sum(count_over_time(kv[1m])) / max(count_over_time(kv[1m]))) *
         # count(kv), so an engine that came up within the minute counts for the share of it that it reported;
-        # QUEUE = avg over the engines running any of clamp_max((running + waiting) / running, 2)
+        # QUEUE = avg over the engines running any of clamp_max((running + waiting) / running, 2); ARRIVALS / SERVED
+        # only while a request waits in an engine or is held at the gateway
         engines = self._instant(self._engines, t, namespace).values()
         kv = _mean(v for s in engines if (v := _kv(s)) is not None)
         if kv is None:
@@ -311,7 +312,8 @@ class MetricPipeline:
         arrivals = self._arrivals(namespace, t)
         done = self._rates(self._engines, _engine("success_total"), t, namespace)
         finished = sum(done.values()) if done else 0.0
-        if arrivals is not None and finished > 0:
+        waiting = sum(w for e in engines if (w := _waiting(e)) is not None) + (self._held(namespace, t) or 0.0)
+        if arrivals is not None and finished > 0 and waiting > 0:
             # count_over_time and count read every sample of the series, a KV use outside 0-1 included
             start, kv_samples = t - self._window_ms, _engine("kv_cache_usage")
             samples = [n for key, target in sorted(self._engines.items())

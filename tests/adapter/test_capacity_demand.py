@@ -25,7 +25,9 @@ from harness.stores.prometheus import Prometheus, run_prometheus
 pytestmark = [pytest.mark.prometheus]
 
 EM = "/apis/external.metrics.k8s.io/v1beta1"
-NAMESPACES = ("burst", "calm", "held", "queued", "backlog", "sg", "idle", "generating", "cold", "waking")
+NAMESPACES = (
+    "burst", "calm", "surge", "surge-held", "held", "queued", "backlog", "sg", "idle", "generating", "cold", "waking"
+)  # fmt: skip
 
 
 class Page:
@@ -71,6 +73,12 @@ def series(n: int) -> list[Any]:
         # keeping up: 2 arrive, 4 finish (the minute's rates can say more finish than arrive)
         *vllm("calm", "engine-0", n, kv=0.5, done=4, running=5),
         *gateway("calm", n, arriving=2),
+        # 3 times as many arrive as finish, and nothing waits: the first seconds after a quiet minute
+        *vllm("surge", "engine-0", n, kv=0.4, done=2, running=20),
+        *gateway("surge", n, arriving=6),
+        # the same, with 10 requests held at the gateway
+        *vllm("surge-held", "engine-0", n, kv=0.4, done=2, running=20),
+        *gateway("surge-held", n, arriving=6, held=10),
         # the gateway holds 120 requests; 4 arrive and 4 finish a scrape
         *vllm("held", "engine-0", n, kv=0.8, done=4, running=20),
         *gateway("held", n, arriving=4, held=120),
@@ -82,6 +90,7 @@ def series(n: int) -> list[Any]:
         # SGLang counts its arrivals at /generate and what it finished in sglang:num_requests_total
         ("sg", "sglang-0", "sglang:token_usage", ',model_name="m"', 0.6),
         ("sg", "sglang-0", "sglang:num_requests_total", ',model_name="m"', float(3 * n)),
+        ("sg", "sglang-0", "sglang:num_queue_reqs", ',model_name="m"', 2.0),
         ("sg", "sglang-0", "sglang:http_requests_total", ',endpoint="/generate",method="POST"', float(6 * n)),
         ("sg", "sglang-0", "sglang:http_requests_total", ',endpoint="/metrics",method="GET"', float(50 * n)),
         # nothing arrives, waits or runs; a quarter of the KV cache still holds prefixes
@@ -137,7 +146,7 @@ async def test_both_are_listed_as_external_metrics(adapter: Adapter) -> None:
 async def test_capacity_demand_is_the_kv_use_scaled_by_what_arrives_over_what_finishes(adapter: Adapter) -> None:
     # burst: mean KV 95 %, 12 arriving over 4 finishing a scrape: 95 x 3
     assert await external(adapter, "inference_capacity_demand", "burst") == pytest.approx(285, rel=1e-9)
-    # SGLang: 60 % x 6 arriving at /generate over 3 finished (the scrapes of /metrics are no requests)
+    # SGLang, 2 in its queue: 60 % x 6 arriving at /generate over 3 finished (the scrapes of /metrics are no requests)
     assert await external(adapter, "inference_capacity_demand", "sg") == pytest.approx(120, rel=1e-9)
 
 
@@ -147,6 +156,13 @@ async def test_capacity_demand_never_falls_below_the_kv_use(adapter: Adapter) ->
     # nothing finished in the last minute: the KV use alone, 25 and 40
     assert await external(adapter, "inference_capacity_demand", "idle") == pytest.approx(25, rel=1e-9)
     assert await external(adapter, "inference_capacity_demand", "generating") == pytest.approx(40, rel=1e-9)
+
+
+async def test_arrivals_beyond_what_finishes_count_only_while_requests_wait(adapter: Adapter) -> None:
+    # 6 arrive over 2 finishing a scrape, none waiting or held: the KV use, 40, which already holds what arrived
+    assert await external(adapter, "inference_capacity_demand", "surge") == pytest.approx(40, rel=1e-9)
+    # the same with 10 held at the gateway: 40 x 3
+    assert await external(adapter, "inference_capacity_demand", "surge-held") == pytest.approx(120, rel=1e-9)
 
 
 async def test_the_gateways_held_requests_count_once_as_they_arrived(adapter: Adapter) -> None:

@@ -169,6 +169,16 @@ def test_capacity_demand_scales_the_kv_use_by_what_arrives_over_what_finishes() 
         calm.scrape(Scrape(at, engines=[engine("e-0", kv_cache_usage=0.5, success_total=10 * n)],
                            gateways=[GatewaySample(NS, "epp-0", 0, 5 * n)]))  # fmt: skip
     assert calm.external("inference_capacity_demand", NS, 15.0) == 50  # fewer arrive than finish: the KV use
+    surge = MetricPipeline()
+    for at, n in ((0.0, 0), (15.0, 1)):
+        surge.scrape(Scrape(at, engines=[engine("e-0", kv_cache_usage=0.4, running=8, success_total=5 * n)],
+                            gateways=[GatewaySample(NS, "epp-0", 0, 15 * n)]))  # fmt: skip
+    # 3 times as many arrive as finish, but nothing waits or is held: the KV use, which holds what arrived already
+    assert surge.external("inference_capacity_demand", NS, 15.0) == 40
+    surge.scrape(Scrape(30.0, engines=[engine("e-0", kv_cache_usage=0.4, running=8, waiting=1, success_total=10)],
+                        gateways=[GatewaySample(NS, "epp-0", 0, 30)]))  # fmt: skip
+    # one waits: the arrivals count, 30 over 10 finished in the 30 s sampled
+    assert surge.external("inference_capacity_demand", NS, 30.0) == pytest.approx(40 * 3)
     one = MetricPipeline()
     one.scrape(Scrape(0.0, engines=[engine("e-0", kv_cache_usage=0.25)], gateways=[GatewaySample(NS, "epp-0", 9, 0)]))
     assert one.external("inference_capacity_demand", NS, 0.0) == 25  # no rate yet: the KV use
@@ -190,7 +200,7 @@ def test_capacity_demand_counts_what_waits_beside_what_runs_up_to_as_much_again(
 def test_capacity_demand_counts_a_new_engine_for_the_share_of_the_minute_it_reported() -> None:
     pipeline = MetricPipeline()
     for n, at in enumerate((0.0, 15.0, 30.0, 45.0, 60.0)):
-        engines = [engine("e-0", kv_cache_usage=1.0, success_total=15 * n)]
+        engines = [engine("e-0", kv_cache_usage=1.0, success_total=15 * n, waiting=1)]
         if at >= 45:
             engines.append(engine("e-1", kv_cache_usage=0.0, success_total=0))
         pipeline.scrape(Scrape(at, engines=engines, gateways=[GatewaySample(NS, "epp-0", 0, 45 * n)]))

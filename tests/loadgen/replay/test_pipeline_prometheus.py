@@ -31,6 +31,7 @@ ENGINES = ("engine-0", "engine-1", "engine-2")
 GATEWAY = "epp-0"
 SCRAPES = 75  # scripted page versions, one a scrape; later scrapes get the last
 GONE, NEW, RESET = 50, 30, 40  # engine-1 leaves at this scrape, engine-2 arrives, engine-0 restarts its counters
+IDLE_QUEUES = 56  # no engine has a request waiting and the gateway holds none
 CM = "/apis/custom.metrics.k8s.io/v1beta2"
 EM = "/apis/external.metrics.k8s.io/v1beta1"
 ENGINE_SERIES = {
@@ -78,7 +79,8 @@ def page(n: int) -> str:
     if n >= NEW:
         lines += _engine_lines("engine-2", n, NEW)
     lines.append(f'{QUEUE}{{namespace="{NS}",pod="{GATEWAY}"}} {n % 4}')
-    lines.append(f'{REQUESTS}{{namespace="{NS}",pod="{GATEWAY}",model_name="m"}} {3 * n + n % 2}')
+    # more arrive than the engines finish: the capacity demand's arrivals factor counts while any request waits
+    lines.append(f'{REQUESTS}{{namespace="{NS}",pod="{GATEWAY}",model_name="m"}} {7 * n + n % 2}')
     return "\n".join(lines) + "\n"
 
 
@@ -186,8 +188,9 @@ async def test_the_replay_serves_what_prometheus_and_the_adapter_serve(
             await wait_until(lambda: script.scrapes > SCRAPES + 2, within=SCRAPES + 60, what="the script scraped")
             scrapes = stored(prom)
             # query times: whole seconds after the scrapes that started the script, engine-2's arrival, engine-0's
-            # reset, engine-1's going, and the end
-            times = [math.ceil(scrapes[k].at) for k in (12, NEW + 3, RESET + 4, GONE, GONE + 1, SCRAPES - 1)]
+            # reset, engine-1's going, one where nothing waits or is held (n % 7 and n % 4 both 0), and the end
+            ks = (12, NEW + 3, RESET + 4, GONE, GONE + 1, IDLE_QUEUES, SCRAPES - 1)
+            times = [math.ceil(scrapes[k].at) for k in ks]
             for at in times:
                 pipeline = MetricPipeline()
                 for scrape in (s for s in scrapes if s.at <= at):
