@@ -19,6 +19,7 @@ from adapter.app import KEDA
 from adapter.keda.externalscaler import externalscaler_pb2 as pb
 from adapter.keda.externalscaler import externalscaler_pb2_grpc as pb_grpc
 from harness.adapter.in_process import Adapter, MakeKedaAdapter
+from harness.deploy.prometheus_files import RULES
 from harness.stores.exporter import Exporter
 from harness.stores.prometheus import Prometheus, run_prometheus
 
@@ -109,7 +110,11 @@ def series(n: int) -> list[Any]:
 def prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Prometheus]:
     with contextlib.ExitStack() as stack:
         page = stack.enter_context(Exporter(Page()))
-        prom = stack.enter_context(run_prometheus(tmp_path_factory.mktemp("prometheus"), [page.target]))
+        # with the shipped recording rules, whose per-namespace capacity demand the forecast reads
+        config = {"rule_files": [str(RULES)]}
+        prom = stack.enter_context(
+            run_prometheus(tmp_path_factory.mktemp("prometheus"), [page.target], extra_config=config)
+        )
         # a minute of scrapes: every rate's window full
         prom.wait_for('count_over_time(vllm:kv_cache_usage_perc{namespace="burst"}[1m]) >= 60', timeout=90)
         yield prom
@@ -177,6 +182,21 @@ async def test_a_queue_counts_for_what_waits_beside_what_runs_up_to_as_much_agai
     # (4 + 40) / 4 = 11, counted as 2: a backlog no new replica can take asks for at most as much again
     assert await external(adapter, "inference_capacity_demand", "backlog") == pytest.approx(200, rel=1e-9)
     # burst's engines wait 40 and 35 beside 30 and 28 running (2 each, capped): the arrivals' 3 is larger (above)
+
+
+async def test_the_recording_rule_records_the_same_demand_in_replicas(adapter: Adapter, prometheus: Prometheus) -> None:
+    # namespace:inference_capacity_demand_replicas:sum is the same formula written by namespace in
+    # manifests/prometheus/gpuscale-rules.yaml: the adapter's percent times the engines reporting, over 100
+    engines = {"burst": 2, "calm": 1, "surge": 1, "surge-held": 1, "held": 1, "queued": 1, "backlog": 1, "sg": 1,
+               "idle": 1, "generating": 1}  # fmt: skip
+    record = "namespace:inference_capacity_demand_replicas:sum"
+    prometheus.wait_for(f'{record}{{namespace="burst"}}', timeout=30)
+    recorded = {r["metric"]["namespace"]: float(r["value"][1]) for r in prometheus.query(record)}
+    assert recorded.keys() == engines.keys()
+    for namespace, n in engines.items():
+        demand = await external(adapter, "inference_capacity_demand", namespace)
+        assert demand is not None, namespace
+        assert recorded[namespace] == pytest.approx(demand * n / 100, rel=1e-9), namespace
 
 
 async def test_capacity_demand_has_no_value_without_a_ready_engine(adapter: Adapter) -> None:
