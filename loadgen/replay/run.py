@@ -7,7 +7,7 @@ import contextlib
 import math
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import TextIO
@@ -108,18 +108,23 @@ def row(policy: str, recommended_by: str, out: Outcome, settings: Settings, boun
 
 
 def _run_policy(spec: ReplaySpec, policy: Policy, initial: int, bound_gpu_seconds: float) -> Row:
-    def progress(t: float) -> None:
+    def progress_of(what: str) -> Callable[[float], None]:
         end = spec.arrivals[-1].at if spec.arrivals else 0.0
-        print(f"replay: {policy.name}: {t / 60:.0f} of {end / 60:.0f} minutes", file=sys.stderr, flush=True)
+
+        def progress(t: float) -> None:
+            print(f"replay: {what}: {t / 60:.0f} of {end / 60:.0f} minutes", file=sys.stderr, flush=True)
+
+        return progress
 
     history: list[tuple[float, float]] = []
     if FORECAST in policy.metrics:
         # yesterday: the same arrivals, the policy without the forecast, Prometheus recording what it reads
         yesterday = ServedMetrics(NAMESPACE)
-        Simulation(spec.arrivals, without_forecast(policy), spec.settings, spec.cost, yesterday, initial).run()
+        Simulation(spec.arrivals, without_forecast(policy), spec.settings, spec.cost, yesterday, initial,
+                   progress=progress_of(f"{policy.name} (yesterday)")).run()  # fmt: skip
         history = yesterday.recorded
     sim = Simulation(spec.arrivals, policy, spec.settings, spec.cost, ServedMetrics(NAMESPACE, history=history),
-                     initial, progress=progress)  # fmt: skip
+                     initial, progress=progress_of(policy.name))  # fmt: skip
     return row(policy.name, policy.recommended_by, sim.run(), spec.settings, bound_gpu_seconds)
 
 

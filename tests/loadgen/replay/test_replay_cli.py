@@ -49,6 +49,10 @@ def test_a_cap_given_is_every_policys_and_the_forecast_is_replayed_with_a_yester
     [forecast, *_] = json.loads((tmp_path / "rows.json").read_text())
     assert forecast["policy"] == "gpuscale-forecast"
     assert forecast["peak_replicas"] <= 3
+    # both passes say how far they are: yesterday's, then the day replayed
+    progress = [line for line in out.stderr.splitlines() if line.startswith("replay: gpuscale-forecast")]
+    assert progress[0].startswith("replay: gpuscale-forecast (yesterday): 1 of 4 minutes"), out.stderr
+    assert progress[-1].startswith("replay: gpuscale-forecast: "), out.stderr
 
 
 def test_errors_are_one_line_naming_what_is_wrong(tmp_path: Path) -> None:
