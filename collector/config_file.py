@@ -252,8 +252,8 @@ def _retention(doc: _Doc, node: yaml.Node, key: str, names: tuple[str, str]) -> 
     return age, samples
 
 
-def _interval(doc: _Doc, node: yaml.Node, key: str) -> int:
-    ms = doc.millis(node, key)
+def _interval(doc: _Doc, ms: int, key: str) -> int:
+    """``ms`` as the collection interval, within what ``-c`` takes."""
     if not 100 <= ms <= 3_600_000:
         raise doc.fail(key, f"{ms} ms is outside what -c takes here (100 to 3600000 ms)")
     return ms
@@ -307,7 +307,7 @@ def _v1_collection(doc: _Doc, node: yaml.Node) -> dict[str, Any]:
     c = doc.mapping(node, "collection", ("interval", "retention", "watchGroups"))
     out: dict[str, Any] = {}
     if doc.text(c.get("interval"), "collection.interval"):
-        out["interval_ms"] = _interval(doc, c["interval"], "collection.interval")
+        out["interval_ms"] = _interval(doc, doc.millis(c["interval"], "collection.interval"), "collection.interval")
     if "retention" in c:
         _retention(doc, c["retention"], "collection.retention", _V1_RETENTION)
     if "watchGroups" in c:
@@ -328,13 +328,7 @@ def _v2_collections(doc: _Doc, node: yaml.Node) -> dict[str, Any]:
     out: dict[str, Any] = {}
     if defaults:
         i = defaults[0]
-        out["interval_ms"] = _interval(doc, _every(items[i]), f"collections[{i}].every")
+        out["interval_ms"] = _interval(doc, groups[i][1], f"collections[{i}].every")
     if len(groups) > len(defaults):
         doc.unused.append("collections (other than the all-fields one: per-field intervals)")
     return out
-
-
-def _every(node: yaml.Node) -> yaml.Node:
-    assert isinstance(node, yaml.MappingNode)
-    every: yaml.Node = next(v for k, v in node.value if k.value == "every")
-    return every
