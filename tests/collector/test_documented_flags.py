@@ -2,7 +2,6 @@
 what its long name sets (``-rbmn`` once ended the start with "unknown flag")."""
 
 import re
-import tempfile
 from dataclasses import fields
 from pathlib import Path
 
@@ -14,8 +13,7 @@ DOC = Path(__file__).resolve().parents[2] / "docs" / "collector.md"
 ENV = {"NODE_NAME": "node-a"}
 
 # dcgm-exporter's YAML configuration is read as the flags are parsed: a real one, its counters from a file
-CONFIG_FILE = Path(tempfile.mkdtemp(prefix="collector-config-")) / "config.yaml"
-CONFIG_FILE.write_text("version: 1\nmetrics:\n  file: /x.csv\ncollection:\n  interval: 45s\n")
+CONFIG_FILE = Path(__file__).parent / "counters" / "dcgm-exporter-config-v1.yaml"
 
 # a value unlike the default for each flag that takes one, written as a user writes it
 VALUES = {
